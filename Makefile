@@ -1,0 +1,42 @@
+# fmlab: one command runs the course, one passes the tests (see README.md).
+#   make course   set up .venv, execute every notebook and lab solution headless, print a table
+#   make test     set up .venv, lint, run the whole test suite
+#   make lab      open JupyterLab on the course
+#   make slides   build the slide decks to reveal.js HTML under build/slides/
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TORCH  := torch==2.13.0
+
+.PHONY: setup course test lint lab slides clean
+
+setup: $(STAMP)
+
+# torch first, pinned: an unpinned torch (or a range resolved before it) pulls several GB of CUDA wheels.
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+); set PYTHON=..."; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e ".[course,dev]"
+	touch $(STAMP)
+
+course: $(STAMP)
+	$(BIN)/python -m fmlab course
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks notebooks labs
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=. notebooks/
+
+slides: $(STAMP)
+	$(BIN)/python -m fmlab slides
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,76 @@
+"""What this machine has, and where the course's jobs will run (`fmlab env`, notebook 00).
+
+The backend is "sagemaker" when AWS credentials are present and "local" otherwise; FMLAB_BACKEND=local or
+FMLAB_BACKEND=sagemaker overrides the guess. Credentials are looked for without any network call (no
+instance-metadata probing on a laptop), and never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                        "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE")
+
+
+def credential_source() -> str:
+    """Where AWS credentials would come from, or "" when there are none. Never returns a secret."""
+    for var in CREDENTIAL_VARIABLES:
+        if os.environ.get(var):
+            return f"environment ({var})"
+    aws = Path.home() / ".aws"
+    for path in (Path(os.environ.get("AWS_SHARED_CREDENTIALS_FILE", aws / "credentials")),
+                 Path(os.environ.get("AWS_CONFIG_FILE", aws / "config"))):
+        text = path.read_text(errors="ignore") if path.is_file() else ""
+        if any(key in text for key in ("aws_access_key_id", "credential_process", "sso_session", "role_arn")):
+            return f"file ({path})"
+    if os.environ.get("SAGEMAKER_INTERNAL_IMAGE_URI") or Path("/opt/ml/metadata/resource-metadata.json").exists():
+        return "SageMaker Studio execution role"
+    return ""
+
+
+def default_backend() -> str:
+    """"sagemaker" with credentials, "local" without; FMLAB_BACKEND overrides."""
+    chosen = os.environ.get("FMLAB_BACKEND", "").strip().lower()
+    if chosen in ("local", "sagemaker"):
+        return chosen
+    if chosen:
+        raise ValueError(f"FMLAB_BACKEND must be 'local' or 'sagemaker', not {chosen!r}")
+    return "sagemaker" if credential_source() else "local"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def describe() -> dict[str, str]:
+    """A flat dict of facts about this environment, safe to print."""
+    import torch
+
+    if torch.cuda.is_available():
+        device = f"cuda: {torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    else:
+        device = "cpu only (no GPU): the course uses tiny models and the gloo backend"
+    creds = credential_source()
+    backend = default_backend()
+    return {
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpu_cores": str(os.cpu_count()),
+        "accelerator": device,
+        "torch": torch.__version__,
+        "transformers": _version("transformers"),
+        "sagemaker-train": _version("sagemaker-train"),
+        "fmlab": _version("fmlab"),
+        "aws_credentials": creds or "none found",
+        "aws_region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "not set",
+        "backend": backend,
+        "where_jobs_run": ("on AWS SageMaker (real instances, real cost)" if backend == "sagemaker"
+                           else "on this machine: the local sandbox runs the same job requests with torchrun + gloo"),
+    }

@@ -247,3 +247,24 @@ def phased_plan(m: ModelPreset | str, tokens: float, inst: Instance | str, max_i
                           mfu, seconds / SECONDS_PER_DAY, cost)
         phases.append(Phase(name, data_frac, sub, devices, est, gate))
     return phases
+
+
+# ---------------------------------------------------------------- published runs, re-planned
+
+
+def what_it_takes(mfu: float = 0.4) -> list[dict]:
+    """The catalog's published runs beside the planner: device-hours published and planned, implied MFU."""
+    rows = []
+    for run in catalog.PUBLISHED_RUNS.values():
+        published_hours = run.gpu_hours or run.devices * run.days * 24
+        row = {"run": run.name, "params_b": run.params / 1e9, "data": run.dataset,
+               "cluster": (f"{run.instances} x {run.instance}" if run.instances else f"{run.accelerator} GPUs"),
+               "published_days": run.days or None, "published_device_hours": published_hours,
+               "planned_device_hours": None, "implied_mfu": None, "source": run.source}
+        if run.model:
+            peak = catalog.ACCELERATOR_PEAK_TFLOPS[run.accelerator]
+            flops = train_flops(catalog.model(run.model), run.tokens)
+            row["planned_device_hours"] = training_seconds(flops, 1, peak, mfu) / 3600
+            row["implied_mfu"] = implied_mfu(flops, peak, device_hours=published_hours)
+        rows.append(row)
+    return rows

@@ -12,7 +12,7 @@ EX1 = dict(model="llama2-7b", tokens=1e12, instance="ml.p4d.24xlarge", instances
 EX2 = dict(model="llama2-13b", instance="ml.p4de.24xlarge", deadline_days=14, budget_usd=600_000, mfu=0.4)
 EX3 = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, sharding="full",
            recompute="full", micro_batch=1)
-EX4 = dict(model="llama2-70b", tokens=2e12, instance="ml.p4d.24xlarge", instances=4)
+EX4 = dict(model="llama2-70b", tokens=2e12, instance="ml.p4d.24xlarge", instances=8)
 
 
 def check_days(answer: float) -> bool:

@@ -1,0 +1,58 @@
+"""The `fmlab` command: plan in text and JSON, exit codes, clear errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fmlab.cli import main
+
+
+def test_plan_json(capsys):
+    code = main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+                 "--sharding", "full", "--recompute", "full", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["fits"] is True
+    assert out["params"] == 29_974_432_768
+    assert out["memory_gb_per_device"] == pytest.approx(sum(out["memory_breakdown_gb"].values()))
+
+
+def test_plan_that_does_not_fit_exits_3_and_suggests(capsys):
+    code = main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16"])
+    out = capsys.readouterr().out
+    assert code == 3 and "NO. To make it fit" in out and "--sharding full" in out
+
+
+def test_impossible_layout_exits_2_with_message(capsys):
+    code = main(["plan", "--model", "gpt-30b", "--instance", "ml.p4d.24xlarge", "--count", "16", "--tp", "3"])
+    assert code == 2 and "does not divide" in capsys.readouterr().err
+
+
+def test_default_tokens_are_chinchilla(capsys):
+    main(["plan", "--model", "llama2-7b", "--instance", "ml.p5.48xlarge", "--count", "8", "--json",
+          "--sharding", "full", "--recompute", "full"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == 20 * out["params"]
+
+
+def test_console_entry_point_help():
+    out = subprocess.run([sys.executable, "-m", "fmlab", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "plan" in out.stdout
+
+
+def test_env_reports_local_backend_without_credentials(monkeypatch, capsys, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "FMLAB_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["env", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["backend"] == "local"
+
+
+def test_env_never_prints_a_secret(monkeypatch, capsys):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLESECRET123")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.delenv("FMLAB_BACKEND", raising=False)
+    main(["env"])
+    out = capsys.readouterr().out
+    assert "sagemaker" in out and "AKIAEXAMPLE" not in out and "wJalr" not in out

@@ -1,0 +1,43 @@
+"""Notebooks 00 and 01 and lab 01 run under papermill; assert on the figures they recorded."""
+
+import pytest
+
+pytestmark = pytest.mark.notebook
+
+
+def test_setup_notebook(run_notebook):
+    r = run_notebook("notebooks/00_setup.ipynb", backend="local")
+    assert r.ok, r.error
+    assert r.records["backend"] == "local"
+    assert r.records["tiny_params"] > 0
+    assert r.records["tiny_first_loss"] == pytest.approx(6.24, abs=0.3)  # ln(512): a uniform first guess
+
+
+def test_when_to_pretrain_notebook(run_notebook):
+    r = run_notebook("notebooks/01_when_to_pretrain.ipynb", cluster_sizes=[4, 8, 16])
+    assert r.ok, r.error
+    rec = r.records
+    assert rec["target_params"] == 29_974_432_768
+    assert 30 < rec["target_days"] < 50  # gpt-30b, 300B tokens, 16 p4d at MFU 40%
+    for run in ("Llama 2 7B", "Llama 2 13B", "Llama 2 70B"):
+        assert 0.30 <= rec[f"implied_mfu.{run}"] <= 0.50
+    for run in ("Falcon-40B", "BloombergGPT"):
+        assert 0.20 <= rec[f"implied_mfu.{run}"] <= 0.50
+    days = rec["days_by_cluster"]
+    assert days["8"] == pytest.approx(2 * days["16"], rel=1e-3)
+    assert rec["memory_gb"]["FSDP full + recompute"] < 36 < rec["memory_gb"]["DDP"]
+    assert rec["ddp_fits"] is False and rec["cli_exit_code"] == 0
+    assert 0 < rec["phase_share_of_budget"] < 0.2
+
+
+def test_lab01_solution_passes_every_check(run_notebook):
+    r = run_notebook("labs/solutions/lab_01_compute_budget.ipynb")
+    assert r.ok, r.error
+    assert r.records["lab.passed"] == r.records["lab.total"] == 4
+
+
+def test_lab01_unsolved_fails_every_check(run_notebook):
+    r = run_notebook("labs/lab_01_compute_budget.ipynb")
+    assert not r.ok and "LabIncomplete" in r.error
+    checks = {k: v for k, v in r.records.items() if k.startswith("lab.ex")}
+    assert len(checks) == 4 and not any(checks.values())

@@ -27,7 +27,7 @@ course: $(STAMP)
 	$(BIN)/python -m fmlab course
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks notebooks labs
+	$(BIN)/ruff check $(wildcard src tests benchmarks notebooks labs)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest

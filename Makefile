@@ -32,8 +32,14 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest
 
+# Registers this venv as the kernel "fmlab (Python 3.X)" for every Jupyter of this user (SageMaker Studio too),
+# builds the decks if it can, and opens the course index. More server options: make lab LAB_ARGS="--port 8899".
+LAB_ARGS ?=
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=. notebooks/
+	$(BIN)/python -m ipykernel install --user --name fmlab \
+	  --display-name "fmlab (Python $$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'))"
+	-$(BIN)/python -m fmlab slides
+	$(BIN)/jupyter lab --ServerApp.root_dir=. $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS) notebooks/index.ipynb
 
 slides: $(STAMP)
 	$(BIN)/python -m fmlab slides

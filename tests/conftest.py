@@ -20,3 +20,13 @@ def run_notebook(tmp_path):
         return execute(source, tmp_path / source.name, parameters)
 
     return _run
+
+
+@pytest.fixture
+def local_env(tmp_path, monkeypatch):
+    """A fresh local bucket and sandbox (2 CPU slots) under tmp_path, and the local backend."""
+    monkeypatch.setenv("FMLAB_LOCAL_BUCKET", str(tmp_path / "bucket"))
+    monkeypatch.setenv("FMLAB_SANDBOX_DIR", str(tmp_path / "sandbox"))
+    monkeypatch.setenv("FMLAB_SANDBOX_CPUS", "2")
+    monkeypatch.setenv("FMLAB_BACKEND", "local")
+    return tmp_path

@@ -3,7 +3,11 @@
     fmlab plan --model gpt-30b --tokens 300e9 --instance ml.p4d.24xlarge --count 16 --sharding full --recompute full
     fmlab plan --model llama2-7b --tokens 2e12 --instance ml.p5.48xlarge --count 8 --json
     fmlab env
-    fmlab course [--only 01] [--full]
+    fmlab course [--only 01] [--full] [--report build/course-report.html]
+    fmlab slides [--source slides] [--output build/slides]
+    fmlab data prepare --input data/corpus --output s3://bucket/data/v1 --seq-len 128 --vocab-size 512 --workers 2
+    fmlab data inspect s3://bucket/data/v1
+    fmlab job run|list|logs|describe|cleanup   (see fmlab.jobs_cli)
 """
 
 from __future__ import annotations
@@ -101,6 +105,8 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", default=[], help="run notebooks whose name contains this (repeatable)")
     p.add_argument("--output", default="build/executed", help="folder for executed notebooks")
     p.add_argument("--no-labs", action="store_true", help="skip the lab solutions")
+    p.add_argument("--report", default="build/course-report.html",
+                   help="HTML report of status, seconds and recorded figures ('' for none)")
     p.set_defaults(func=cmd_course)
 
 
@@ -109,7 +115,119 @@ def cmd_course(args: argparse.Namespace) -> int:
 
     results = run_course(output=args.output, only=args.only, labs=not args.no_labs)
     print_table(results)
+    if args.report and results:
+        from fmlab.report import write_report
+
+        print(f"report: {write_report(results, args.report)}")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _add_slides(sub: argparse._SubParsersAction) -> None:
+    from fmlab import slides
+
+    p = sub.add_parser("slides", help="build the slide decks to offline reveal.js HTML under build/slides/")
+    slides.add_arguments(p)
+    p.set_defaults(func=slides.run)
+
+
+def _add_convert(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help="Hugging Face Llama <-> Neuron Distributed (Trainium) checkpoints")
+    how = p.add_subparsers(dest="direction", required=True)
+    to_nxd = how.add_parser("hf-to-nxd", help="split a Hugging Face Llama folder into NxD TP/PP shards")
+    to_nxd.add_argument("--input", required=True, help="Hugging Face model folder (config.json + safetensors)")
+    to_nxd.add_argument("--output", required=True, help="folder for the NxD checkpoint")
+    to_nxd.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    to_nxd.add_argument("--pp", type=int, default=1, help="pipeline-parallel size")
+    to_nxd.add_argument("--layout", default="current", choices=["current", "legacy"],
+                        help="current: <tag>/model/dp_rank_00_tp_rank_XX_pp_rank_YY.pt + done; "
+                             "legacy: tp_rank_XX_pp_rank_YY/checkpoint.pt")
+    to_nxd.add_argument("--tag", default="pretrained_weight", help="tag folder of the current layout")
+    to_nxd.add_argument("--qkv-linear", action="store_true", help="GQAQKVColumnParallelLinear qkv_proj.weight_q/k/v")
+    to_nxd.add_argument("--kv-size-multiplier", type=int, default=1, help="K/V head replication (with --qkv-linear)")
+    to_nxd.add_argument("--dtype", default="bf16", choices=["bf16", "fp32", "keep"], help="weights dtype (bf16)")
+    to_nxd.add_argument("--overwrite", action="store_true", help="replace shards already in the output")
+    to_hf = how.add_parser("nxd-to-hf", help="merge NxD shards (either layout) back into a Hugging Face folder")
+    to_hf.add_argument("--input", required=True, help="NxD checkpoint folder (newest completed tag is used)")
+    to_hf.add_argument("--output", required=True, help="folder for the Hugging Face model")
+    to_hf.add_argument("--config", required=True, help="the model's Hugging Face config.json (or its folder)")
+    to_hf.add_argument("--tag", default=None, help="a completed tag to read instead of the newest")
+
+    def cmd_convert(args: argparse.Namespace) -> int:
+        from fmlab import neuron
+
+        try:
+            if args.direction == "hf-to-nxd":
+                report = neuron.hf_to_nxd(args.input, args.output, tp=args.tp, pp=args.pp, layout=args.layout,
+                                          qkv_linear=args.qkv_linear, kv_size_multiplier=args.kv_size_multiplier,
+                                          dtype=args.dtype, tag=args.tag, overwrite=args.overwrite)
+            else:
+                report = neuron.nxd_to_hf(args.input, args.output, config=args.config, tag=args.tag)
+        except neuron.NeuronLayoutError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(report.summary())
+        return 0
+
+    p.set_defaults(func=cmd_convert)
+
+
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="prepare a pretraining dataset (tokenize, pack, shard) or inspect one")
+    data = p.add_subparsers(dest="data_command", required=True)
+    prep = data.add_parser("prepare", help="tokenize, pack and shard text files with parallel workers")
+    prep.add_argument("--input", required=True, help="a .txt/.jsonl file or a folder of them (e.g. data/corpus)")
+    prep.add_argument("--output", required=True, help="a folder, or s3://bucket/prefix")
+    prep.add_argument("--seq-len", type=int, default=128, help="tokens per training sequence (default 128)")
+    prep.add_argument("--vocab-size", type=int, default=None,
+                      help="train a byte-level BPE tokenizer of this size (default 512; omit with --tokenizer)")
+    prep.add_argument("--tokenizer", default=None, help="use this local Hugging Face tokenizer folder instead")
+    prep.add_argument("--workers", type=int, default=1, help="share-nothing worker processes (default 1)")
+    prep.add_argument("--unit-mb", type=float, default=0.25, help="input megabytes per work unit / shard")
+    prep.set_defaults(func=cmd_data_prepare)
+    insp = data.add_parser("inspect", help="tokens, sequences, shards and a decoded sample of a dataset")
+    insp.add_argument("path", help="a dataset folder, its manifest.json, or an s3:// URI")
+    insp.add_argument("--no-verify", action="store_true", help="skip the shard checksums")
+    insp.add_argument("--json", action="store_true", help="print one JSON object")
+    insp.set_defaults(func=cmd_data_inspect)
+
+
+def cmd_data_prepare(args: argparse.Namespace) -> int:
+    from fmlab.data import DataError, prepare
+
+    vocab = args.vocab_size if args.vocab_size or args.tokenizer else 512
+    try:
+        m = prepare(args.input, args.output, args.seq_len, vocab, args.workers, tokenizer=args.tokenizer,
+                    unit_bytes=max(1, int(args.unit_mb * 2**20)))
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{m['num_sequences']:,} sequences x {m['seq_len']} = {m['num_tokens']:,} tokens ({m['dtype']}) in "
+          f"{len(m['shards'])} shards from {m['documents']:,} documents -> {m['location']}")
+    return 0
+
+
+def cmd_data_inspect(args: argparse.Namespace) -> int:
+    from fmlab.data import DataError, describe_dataset
+
+    try:
+        info = describe_dataset(args.path, verify=not args.no_verify)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        sample = info.pop("sample", "")
+        print("\n".join(f"{k:<17} {v:,}" if isinstance(v, int) else f"{k:<17} {v}" for k, v in info.items()))
+        print(f"sample            {sample!r}")
+    return 0
+
+
+def _add_job(sub: argparse._SubParsersAction) -> None:
+    from fmlab import jobs_cli
+
+    p = sub.add_parser("job", aliases=["jobs"], help="launch, list, follow and clean up training jobs (local or SageMaker)")
+    jobs_cli.add_arguments(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_env(sub)
     _add_course(sub)
+    _add_convert(sub)
+    _add_slides(sub)
+    _add_data(sub)
+    _add_job(sub)
     return parser
 
 

@@ -1,0 +1,99 @@
+"""Training container images as data: the PyTorch training DLC, the SMP v2 container, the Neuron container.
+
+An image URI is `<registry account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>`; the account depends on
+the region, the tag on the framework version. `image_uri("pytorch", region="eu-west-1")` builds one from the
+facts below, each with its source, so a learner sees where a URI comes from instead of copying a string.
+
+    >>> image_uri("smp", "us-west-2")
+    '658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.3.1-gpu-py311-cu121'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Regions where the three images below are all published (and their registry account), as the sources state.
+_DLC_ACCOUNTS_SOURCE = ("aws/deep-learning-containers, available_images.md, region table; the same accounts are in "
+                        "sagemaker-core's image_uri_config/pytorch.json")
+_DLC_ACCOUNT = {region: "763104351884" for region in (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-northeast-1", "ap-northeast-2",
+    "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2", "eu-west-3",
+    "eu-north-1", "sa-east-1")}
+_SMP_ACCOUNT = {region: "658645717510" for region in (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-northeast-1", "ap-northeast-2",
+    "ap-northeast-3", "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2",
+    "eu-west-3", "eu-north-1", "sa-east-1")}
+# Neuron containers are only where Trainium is (a subset of the DLC regions).
+_NEURON_ACCOUNT = {region: "763104351884" for region in (
+    "us-east-1", "us-east-2", "us-west-2", "ap-south-1", "ap-northeast-1", "ap-southeast-1", "ap-southeast-2",
+    "eu-central-1", "eu-west-1", "eu-west-3", "sa-east-1")}
+
+
+@dataclass(frozen=True)
+class TrainingImage:
+    """One kind of training container: where it lives, and how its tag is built from a version."""
+
+    kind: str
+    repository: str
+    accounts: dict[str, str]
+    default_version: str
+    tag_template: str  # str.format with version=, processor=, and any extras below
+    extras: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+IMAGES: dict[str, TrainingImage] = {
+    i.kind: i
+    for i in [
+        TrainingImage(
+            "pytorch", "pytorch-training", _DLC_ACCOUNT, "2.3.0",
+            "{version}-{processor}-py311{cuda}-ubuntu20.04-sagemaker", {"cuda_gpu": "-cu121"},
+            source="AWS Deep Learning Containers, available_images.md: SageMaker PyTorch 2.3.0 training, "
+                   "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-"
+                   f"sagemaker (CPU: 2.3.0-cpu-py311-ubuntu20.04-sagemaker); {_DLC_ACCOUNTS_SOURCE}"),
+        TrainingImage(
+            "smp", "smdistributed-modelparallel", _SMP_ACCOUNT, "2.3.1", "{version}-gpu-py311-cu121",
+            source="Amazon SageMaker developer guide, 'Release notes for the SageMaker model parallelism library': "
+                   "SMP v2.5.0 container for PyTorch 2.3.1 with CUDA 12.1, 658645717510.dkr.ecr.<region>.amazonaws.com/"
+                   "smdistributed-modelparallel:2.3.1-gpu-py311-cu121; regions as in sagemaker-core's "
+                   "image_uri_config/pytorch-smp.json"),
+        TrainingImage(
+            "neuron", "pytorch-training-neuronx", _NEURON_ACCOUNT, "2.1.2", "{version}-neuronx-py310-sdk{sdk}-ubuntu20.04",
+            {"sdk": "2.20.2"},
+            source="AWS Deep Learning Containers, available_images.md, Neuron containers: PyTorch 2.1.2 training with "
+                   "Neuron SDK 2.20.2, 763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx:"
+                   "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04 (trn1, inf2)"),
+    ]
+}
+
+
+class ImageError(ValueError):
+    """An image kind, region or processor that has no published container."""
+
+
+def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | None = None,
+              processor: str = "gpu") -> str:
+    """The training image URI for `kind` ("pytorch", "smp", "neuron") in `region`.
+
+    processor is "gpu" or "cpu" (the PyTorch DLC only: SMP needs GPUs, Neuron runs on Trainium)."""
+    if kind not in IMAGES:
+        raise ImageError(f"unknown image kind {kind!r}: choose one of {', '.join(IMAGES)}")
+    image = IMAGES[kind]
+    if region not in image.accounts:
+        raise ImageError(f"the {kind} training image is not published in {region!r} (per its source); "
+                         f"use one of: {', '.join(sorted(image.accounts))}")
+    if processor not in ("gpu", "cpu"):
+        raise ImageError(f"processor must be 'gpu' or 'cpu', not {processor!r}")
+    if processor == "cpu" and kind != "pytorch":
+        raise ImageError(f"the {kind} image has no CPU variant: use kind='pytorch' for a CPU instance")
+    cuda = image.extras.get("cuda_gpu", "") if processor == "gpu" else ""
+    tag = image.tag_template.format(version=version or image.default_version, processor=processor, cuda=cuda,
+                                    **{k: v for k, v in image.extras.items() if k != "cuda_gpu"})
+    suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
+    return f"{image.accounts[region]}.dkr.ecr.{region}{suffix}/{image.repository}:{tag}"
+
+
+def processor_for(instance_type: str) -> str:
+    """"gpu" for accelerated instance types (p*, g*), "cpu" otherwise (trn* instances use the Neuron image)."""
+    family = instance_type.removeprefix("ml.").split(".")[0]
+    return "gpu" if family[:1] in ("p", "g") else "cpu"

@@ -1,0 +1,46 @@
+"""Notebooks 00 (backend and local bucket) and 03 (parallel jobs, warm pools) and lab 03 under papermill.
+
+Notebook 03 runs its 4-job sweep of the real training script in the sandbox (2 CPU slots); the records it
+leaves are asserted: the SageMaker request it would send, the jobs' outcomes and concurrency, the cost and
+quota figures.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.notebook
+
+
+def test_parallel_jobs_notebook_sweeps_four_learning_rates(run_notebook, local_env):
+    lrs = [1e-3, 3e-3, 1e-2, 3e-2]
+    r = run_notebook("notebooks/03_parallel_jobs_and_warm_pools.ipynb", backend="local", learning_rates=lrs,
+                     max_steps=6, keep_alive_seconds=900)
+    assert r.ok, r.error
+    rec = r.records
+    # The request it would send to SageMaker: valid, and what the notebook asked for.
+    assert rec["request_valid"] is True
+    assert rec["request_resources"] == {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30,
+                                        "KeepAlivePeriodInSeconds": 900}
+    assert rec["request_channels"] == ["code", "sm_drivers", "train"]
+    assert rec["request_hyperparameters"]["lr"] == "0.001" and rec["request_hyperparameters"]["max_steps"] == "6"
+    # The sweep: four jobs, all completed, never more than the 2 slots at once.
+    assert rec["statuses"] == ["Completed"] * 4
+    assert 1 <= rec["peak_concurrency"] <= 2
+    losses = rec["final_losses"]
+    assert set(losses) == {str(lr) for lr in lrs}
+    assert all(4.0 < v < 6.3 for v in losses.values())  # below ln(512) = 6.24 after a few steps
+    assert losses["0.001"] > min(losses.values())  # the smallest learning rate learns slowest in 6 steps
+    assert rec["best_lr"] in lrs
+    assert {"model", "output", "log"} <= set(rec["artifacts"])
+    assert len(rec["startup_seconds"]) == 4 and all(s > 0 for s in rec["startup_seconds"])
+    # Warm pools, launchers, quotas.
+    assert rec["warm_pool_cost_usd"] == pytest.approx(1.408 * 900 / 3600, rel=1e-3)
+    assert rec["launchers"]["smp"]["driver"] == "torchrun_driver.py"
+    assert rec["launchers"]["smp"]["mp_parameters"] == {"hybrid_shard_degree": 8}
+    assert rec["launchers"]["smp"]["image"].startswith("smdistributed-modelparallel:")
+    assert rec["launchers"]["mpi"]["driver"] == "mpi_driver.py"
+    assert "ml.g5.xlarge for training job usage" in rec["sweep_quota_requests"]
+    assert set(rec["big_run_quota_requests"]) == {
+        "Longest run time for a training job", "Number of instances across all training jobs",
+        "ml.p4d.24xlarge for training job usage", "ml.p4d.24xlarge for training warm pool usage"}
+    assert rec["cleanup_actions"] == 0  # everything had finished
+    print(f"notebook 03: {r.seconds:.1f} s; sweep {rec['sweep_seconds']} s; start-up {rec['startup_seconds']} s")

@@ -192,7 +192,7 @@ def test_fsdp_checkpoint_on_two_processes_resumes_exactly_and_matches_one_proces
     from safetensors.torch import load_file
 
     common = ["--data", dataset, "--max-steps", "6", "--warmup-steps", "2", "--tensorboard", "false",
-              "--sharding", "full", "--micro-batch", "4"]
+              "--log-every", "1", "--sharding", "full", "--micro-batch", "4"]
     _torchrun(2, *common, "--checkpoint-dir", str(tmp_path / "a"), "--checkpoint-every", "3",
               "--output-dir", str(tmp_path / "out_a"), "--save-first-grads", str(tmp_path / "grads2.safetensors"),
               "--sagemaker_program", "train.py", cwd=tmp_path)

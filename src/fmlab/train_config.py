@@ -44,7 +44,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 turns it off
     seed: int = 0  # model initialisation and data order
     shuffle: bool = True  # shuffle the sequences each epoch
-    log_every: int = 1  # steps between log lines
+    log_every: int = 10  # steps between log lines (each line also goes to JSONL and TensorBoard)
     output_dir: str = ""  # metrics.jsonl, tensorboard/, summary.json; default: SM_OUTPUT_DATA_DIR
     tensorboard: bool = True  # write TensorBoard event files under output_dir
     model_dir: str = ""  # final model as a Hugging Face folder; default: SM_MODEL_DIR

@@ -56,3 +56,9 @@ def test_env_never_prints_a_secret(monkeypatch, capsys):
     main(["env"])
     out = capsys.readouterr().out
     assert "sagemaker" in out and "AKIAEXAMPLE" not in out and "wJalr" not in out
+
+
+def test_train_subcommand_forwards_to_the_entry_point(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--help"])
+    assert stop.value.code == 0 and "--max" in capsys.readouterr().out

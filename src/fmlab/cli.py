@@ -3,6 +3,7 @@
     fmlab plan --model gpt-30b --tokens 300e9 --instance ml.p4d.24xlarge --count 16 --sharding full --recompute full
     fmlab plan --model llama2-7b --tokens 2e12 --instance ml.p5.48xlarge --count 8 --json
     fmlab env
+    fmlab train --max-steps 20            (the training entry point; torchrun -m fmlab.train for several processes)
     fmlab course [--only 01] [--full] [--report build/course-report.html]
     fmlab slides [--source slides] [--output build/slides]
     fmlab data prepare --input data/corpus --output s3://bucket/data/v1 --seq-len 128 --vocab-size 512 --workers 2
@@ -230,12 +231,19 @@ def _add_job(sub: argparse._SubParsersAction) -> None:
     jobs_cli.add_arguments(p)
 
 
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    # Listed for --help only: main() hands everything after "train" to fmlab.train untouched.
+    sub.add_parser("train", add_help=False,
+                   help="the training entry point (same as python -m fmlab.train; --help lists its flags)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fmlab", description="Pretraining Foundation Models on AWS: course tools")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_plan(sub)
     _add_env(sub)
     _add_course(sub)
+    _add_train(sub)
     _add_convert(sub)
     _add_slides(sub)
     _add_data(sub)
@@ -244,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train"]:
+        from fmlab.train import main as train_main
+
+        return train_main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

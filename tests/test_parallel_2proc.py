@@ -17,6 +17,7 @@ LOSS_TOL, GRAD_TOL = 1e-5, 1e-6
 PRESETS = ["tiny", "tiny-gpt"]  # Llama and OPT (GPT-3 layout)
 LAYOUTS = [
     {"name": "ddp"},
+    {"name": "ddp_default_group", "no_mesh": True},  # plain DDP as it runs on SMDDP: no mesh, no subgroups
     {"name": "fsdp_full", "sharding": "full"},
     {"name": "hybrid_2x1", "sharding": "hybrid", "hybrid_shard_degree": 1},  # replicate=2, shard=1
     {"name": "tp2", "tp": 2},
@@ -33,7 +34,7 @@ def world():
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("layout", ["ddp", "fsdp_full", "hybrid_2x1", "tp2", "fsdp_ckpt_offload"])
+@pytest.mark.parametrize("layout", ["ddp", "ddp_default_group", "fsdp_full", "hybrid_2x1", "tp2", "fsdp_ckpt_offload"])
 def test_layout_matches_single_process(world, preset, layout):
     for rank in world:
         r = rank["result"]["parity"][preset][layout]

@@ -131,6 +131,15 @@ def test_smddp_backend_needs_the_smddp_library():
     assert resolve_backend(ParallelConfig()) == "gloo"
 
 
+def test_plain_ddp_on_smddp_gets_no_mesh_and_reads_data_by_rank():
+    from fmlab.parallel import DistInfo, needs_mesh
+
+    assert not needs_mesh(ParallelConfig(), "smddp")  # smddp cannot create the subgroups a mesh needs
+    assert needs_mesh(ParallelConfig(sharding="full"), "smddp") and needs_mesh(ParallelConfig(), "nccl")
+    info = DistInfo(rank=3, world_size=8, local_rank=3, device=torch.device("cpu"), backend="smddp", mesh=None)
+    assert (info.dp_rank, info.dp_size) == (3, 8)  # every rank is one replica of the default group
+
+
 def test_one_process_without_torchrun_and_bf16_autocast(monkeypatch):
     from fmlab.models import build_model
     from fmlab.parallel import init_distributed, parallelize

@@ -135,18 +135,33 @@ def test_a_killed_run_resumes_to_the_same_losses_and_exports_what_it_trained(tmp
         assert torch.equal(exported(input_ids=x).logits, restored(input_ids=x).logits)
 
 
-def test_a_corrupt_checkpoint_stops_the_run_with_a_clear_error(tmp_path, dataset, capsys):
+def test_a_corrupt_newest_checkpoint_is_set_aside_and_the_run_resumes_from_the_previous(tmp_path, dataset, capsys):
     args = ["--data", dataset, "--max-steps", "4", "--micro-batch", "2", "--checkpoint-every", "2",
-            "--checkpoint-dir", str(tmp_path), "--tensorboard", "false"]
+            "--checkpoint-dir", str(tmp_path), "--tensorboard", "false", "--keep-checkpoints", "2"]
     assert main(args) == 0
     newest = latest(tmp_path)
     (newest / "trainer.json").write_text("{}")  # a partial sync from S3
-    assert main(args + ["--max-steps", "6"]) == 2
-    err = capsys.readouterr().err
-    assert "step_00000004 is corrupt" in err and "step_00000002" in err
-    assert (newest / "trainer.json").exists() and latest(tmp_path) == newest  # nothing was deleted
     with pytest.raises(CheckpointError):
-        Checkpointer(tmp_path).resume(*_model_and_optimizer())
+        Checkpointer(tmp_path).resume(*_model_and_optimizer())  # the library call stays strict ...
+    assert main(args + ["--max-steps", "6"]) == 0  # ... the training run falls back (a restarted job must)
+    out, err = capsys.readouterr()
+    assert "step_00000004 is corrupt" in err and "set aside as corrupt-step_00000004" in err
+    assert "resumed from" in out and "step_00000002 at step 2" in out
+    kept = tmp_path / "corrupt-step_00000004"
+    assert (kept / "trainer.json").read_text() == "{}"  # kept as it was, and never pruned
+    assert [p.name for p in sorted(tmp_path.iterdir())] == [
+        "corrupt-step_00000004", "step_00000004", "step_00000006"]  # step 4 saved again, intact
+
+
+def test_when_every_checkpoint_is_damaged_the_run_stops_and_says_how_to_start_over(tmp_path, dataset, capsys):
+    args = ["--data", dataset, "--max-steps", "2", "--micro-batch", "2", "--checkpoint-every", "2",
+            "--checkpoint-dir", str(tmp_path), "--tensorboard", "false"]
+    assert main(args) == 0
+    (latest(tmp_path) / "trainer.json").write_text("{}")
+    assert main(args + ["--max-steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "every checkpoint" in err and "start over with --resume none" in err
+    assert (tmp_path / "corrupt-step_00000002" / "trainer.json").is_file()
 
 
 def _model_and_optimizer():

@@ -14,10 +14,12 @@ step_00000020/
   rank_00000.json, rank_00001.json        each rank's data position (sampler state) and RNG states
   COMPLETE                                written last: every file with its size
 .incomplete-step_00000030/                a save in progress, or killed mid-way: never picked
+corrupt-step_00000040/                    complete once, damaged since (e.g. a partial S3 sync): set aside, kept
 ```
 A save goes to `.incomplete-step_N`, is renamed to `step_N` once every rank has written, and only then gets its
-COMPLETE marker; `resume` picks the newest folder whose marker and files check out, so a job killed mid-save
-resumes from the previous checkpoint. Older checkpoints beyond `keep_last` are deleted only after a newer one
+COMPLETE marker; a job killed mid-save resumes from the previous checkpoint. `resume` loads the newest complete
+checkpoint and stops with a clear error if its files do not check out; `newest_intact` (what `fmlab.train
+--resume auto` uses) instead sets such a damaged checkpoint aside and falls back to the newest one that checks out. Older checkpoints beyond `keep_last` are deleted only after a newer one
 is complete. Nothing is ever deleted when a checkpoint fails to load.
 
 Safety: loading never unpickles arbitrary objects. Tensors are read with `torch.load(weights_only=True)`
@@ -53,6 +55,7 @@ from fmlab.checkpoint_format import (
 
 PREFIX = "step_"
 INCOMPLETE = ".incomplete-"
+CORRUPT = "corrupt-"  # a complete checkpoint whose files no longer check out, set aside by `newest_intact`
 MARKER = "COMPLETE"
 TRAINER_FILE = "trainer.json"
 
@@ -181,6 +184,41 @@ def latest(folder: str | Path) -> Path | None:
     """The newest complete checkpoint in `folder`, or None."""
     found = complete_checkpoints(folder)
     return found[-1].path if found else None
+
+
+def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
+    """The newest complete checkpoint whose files check out, and a note for each damaged newer one set aside.
+
+    Rank 0 decides (machines' disks may differ) and every machine's leader renames each damaged checkpoint to
+    corrupt-step_N: kept for inspection, never resumed or pruned, and its step can be saved again. A collective:
+    every rank calls it. Raises CheckpointError when checkpoints exist but none checks out."""
+    folder = Path(folder)
+    decision = None
+    if _rank() == 0:
+        chosen, damaged = None, []
+        for info in reversed(complete_checkpoints(folder)):
+            try:
+                chosen = verify(info.path).path
+                break
+            except CheckpointError as e:
+                damaged.append((info.path.name, str(e).split(". Nothing was deleted")[0]))
+        decision = (str(chosen) if chosen else None, damaged)
+    chosen, damaged = from_rank0(decision)
+    notes = []
+    if _node_leader():
+        for name, _ in damaged:
+            target = folder / f"{CORRUPT}{name}"
+            if target.exists():
+                target = folder / f"{CORRUPT}{name}-{int(time.time())}"
+            if (folder / name).exists():
+                (folder / name).rename(target)
+    _barrier()
+    for name, reason in damaged:
+        notes.append(f"{reason}; set aside as {CORRUPT}{name} (kept, not deleted)")
+    if damaged and chosen is None:
+        raise CheckpointError(f"every checkpoint in {folder} is damaged: " + " | ".join(notes)
+                              + ". Restore one from its S3 copy, or start over with --resume none")
+    return (Path(chosen) if chosen else None), notes
 
 
 # ---------------------------------------------------------------- save and load

@@ -204,7 +204,10 @@ def _setup(cfg: TrainConfig) -> _Run:
     if cfg.resume not in ("auto", "none", ""):
         resume_from = cfg.resume
     elif cfg.resume == "auto" and ckpt is not None:
-        resume_from = checkpoint.from_rank0(str(checkpoint.latest(cfg.checkpoint_dir) or ""))
+        intact, set_aside = checkpoint.newest_intact(cfg.checkpoint_dir)  # damaged newer ones are set aside
+        resume_from = str(intact or "")
+        for note in set_aside if dist.rank == 0 else []:
+            print(f"warning: {note}", file=sys.stderr, flush=True)
     start_step = 0
     if resume_from:
         loader = ckpt or checkpoint.Checkpointer(Path(resume_from).parent)

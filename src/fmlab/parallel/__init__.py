@@ -106,20 +106,22 @@ class DistInfo:
     local_rank: int
     device: torch.device
     backend: str
-    mesh: object | None  # torch.distributed.DeviceMesh with dims (dp_replicate, dp_shard, tp), None for world 1
+    # torch.distributed.DeviceMesh with dims (dp_replicate, dp_shard, tp); None for a world of 1, and for plain
+    # DDP on SMDDP (its backend cannot create the subgroups a mesh needs: every rank is then one replica)
+    mesh: object | None
 
     @property
     def dp_rank(self) -> int:
         """Which slice of the global batch this rank reads (ranks of one TP group read the same data)."""
         if self.mesh is None:
-            return 0
+            return self.rank
         return self.mesh["dp_replicate"].get_local_rank() * self.mesh["dp_shard"].size() + \
             self.mesh["dp_shard"].get_local_rank()
 
     @property
     def dp_size(self) -> int:
         if self.mesh is None:
-            return 1
+            return self.world_size
         return self.mesh["dp_replicate"].size() * self.mesh["dp_shard"].size()
 
 
@@ -160,6 +162,14 @@ def build_mesh(cfg: ParallelConfig, world_size: int, device_type: str):
     return init_device_mesh(device_type, cfg.mesh_shape(world_size), mesh_dim_names=cfg.dims)
 
 
+def needs_mesh(cfg: ParallelConfig, backend: str) -> bool:
+    """Whether the layout gets a DeviceMesh. Not for plain DDP on SMDDP: AWS says "(For PyTorch DDP jobs only)
+    The smddp backend currently does not support creating subprocess groups with the
+    torch.distributed.new_group() API" (SageMaker developer guide, "Use the SMDDP library in your PyTorch
+    training script"), and plain DDP needs no subgroup: it all-reduces over the default group."""
+    return not (backend == "smddp" and cfg.sharding == "none" and cfg.tp == 1)
+
+
 def init_distributed(cfg: ParallelConfig) -> DistInfo:
     """Join the process group torchrun (or SageMaker) set up; a world of 1 when RANK/WORLD_SIZE are absent.
 
@@ -186,6 +196,8 @@ def init_distributed(cfg: ParallelConfig) -> DistInfo:
         from fmlab.parallel.smp import smp_init
 
         smp_init(cfg)
+    if not needs_mesh(cfg, backend):
+        return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, device, backend, None)
     mesh = build_mesh(cfg, dist.get_world_size(), device.type)
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, device, backend, mesh)
 
@@ -208,7 +220,7 @@ def parallelize(model: torch.nn.Module, cfg: ParallelConfig, dist: DistInfo) -> 
     if cfg.activation_offloading:
         activations.apply_activation_offloading(model, cfg.offload_horizon)
     dtype = precision.compute_dtype(cfg, dist.device)
-    if dist.mesh is None or dist.dp_size == 1:
+    if dist.world_size == 1 or dist.dp_size == 1:
         precision.autocast_forward(model, dtype, dist.device)
         return model
     if cfg.sharding != "none" or cfg.tp > 1:

@@ -4,8 +4,8 @@ with one all-reduce per bucket while the backward pass is still running.
     model = apply_ddp(model, dist)     # gloo on CPU, nccl on GPU, smddp inside SageMaker when asked
 
 The process group is the mesh's dp_replicate dimension (the whole world when there is no tensor parallelism).
-SageMaker's SMDDP library plugs in as the torch.distributed backend "smddp" (fmlab.parallel.resolve_backend),
-so nothing here changes for it.
+SageMaker's SMDDP library plugs in as the torch.distributed backend "smddp" (fmlab.parallel.resolve_backend);
+it cannot create subgroups, so on it there is no mesh and DDP uses the default group (the same ranks).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ Every result also carries `import_seconds`: what importing transformers' model c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -71,9 +72,11 @@ def task_parity(args: dict) -> dict:
         out[preset] = {}
         for spec in layouts:
             spec = dict(spec)
-            name, control = spec.pop("name"), spec.pop("control", None)
+            name, control, no_mesh = spec.pop("name"), spec.pop("control", None), spec.pop("no_mesh", False)
             cfg = ParallelConfig(**spec)
             dist = init_distributed(cfg)
+            if no_mesh:  # what init_distributed gives plain DDP on SMDDP, whose backend cannot make subgroups
+                dist = dataclasses.replace(dist, mesh=None)
             wrap = fsdp1_hybrid_control if control == "fsdp1_hybrid" else None
             out[preset][name] = compare(ref, parallel_step(preset, cfg, dist, tokens, seed, wrap=wrap))
             _progress(dist)

@@ -394,3 +394,14 @@ def test_cli_round_trip_and_exit_codes(hf, tmp_path, capsys):
     assert torch.equal(load_file(tmp_path / "back" / "model.safetensors")[HEAD], model.state_dict()[HEAD])
     assert main(["convert", "hf-to-nxd", "--input", str(folder), "--output", nxd, "--tp", "4"]) == 2
     assert "kv_size_multiplier=2" in capsys.readouterr().err
+
+
+def test_the_config_travels_with_the_shards(converted, tmp_path):
+    folder, nxd, back = converted
+    assert json.loads((nxd / "config.json").read_text()) == json.loads((folder / "config.json").read_text())
+    nxd_to_hf(nxd, back)  # no config given: the one hf_to_nxd wrote beside the shards
+    expected = load_file(folder / "model.safetensors")[HEAD].to(torch.bfloat16)  # the default dtype, bf16
+    assert torch.equal(load_file(back / "model.safetensors")[HEAD], expected)
+    (nxd / "config.json").unlink()
+    with pytest.raises(NeuronLayoutError, match="no config.json at .* pass the model's Hugging Face config"):
+        nxd_to_hf(nxd, back)

@@ -150,7 +150,8 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
     to_hf = how.add_parser("nxd-to-hf", help="merge NxD shards (either layout) back into a Hugging Face folder")
     to_hf.add_argument("--input", required=True, help="NxD checkpoint folder (newest completed tag is used)")
     to_hf.add_argument("--output", required=True, help="folder for the Hugging Face model")
-    to_hf.add_argument("--config", required=True, help="the model's Hugging Face config.json (or its folder)")
+    to_hf.add_argument("--config", default=None, help="the model's Hugging Face config.json (or its folder); "
+                       "default: the config.json that hf-to-nxd wrote at the top of --input")
     to_hf.add_argument("--tag", default=None, help="a completed tag to read instead of the newest")
 
     def cmd_convert(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ class TrainingImage:
     repository: str
     accounts: dict[str, str]
     default_version: str
-    tag_template: str  # str.format with version=, processor=, and any extras below
+    tag_template: str  # str.format with version=, processor=, cuda= (from extras) and sdk= (Neuron)
     extras: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
@@ -58,13 +58,27 @@ IMAGES: dict[str, TrainingImage] = {
                    "smdistributed-modelparallel:2.3.1-gpu-py311-cu121; regions as in sagemaker-core's "
                    "image_uri_config/pytorch-smp.json"),
         TrainingImage(
-            "neuron", "pytorch-training-neuronx", _NEURON_ACCOUNT, "2.1.2", "{version}-neuronx-py310-sdk{sdk}-ubuntu20.04",
-            {"sdk": "2.20.2"},
+            "neuron", "pytorch-training-neuronx", _NEURON_ACCOUNT, "2.1.2",
+            "{version}-neuronx-py310-sdk{sdk}-ubuntu20.04",
             source="AWS Deep Learning Containers, available_images.md, Neuron containers: PyTorch 2.1.2 training with "
                    "Neuron SDK 2.20.2, 763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx:"
-                   "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04 (trn1, inf2)"),
+                   "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04 (trn1, inf2). PyTorch 1.13.1 with SDK 2.15.0 is the "
+                   "image of the 2024 Llama 2 70B sample (aws-samples/sagemaker-trainium-examples @ 36bfadd2)"),
     ]
 }
+
+
+# The Neuron SDK release each Neuron training image version ships with (the tag names both), from the sources above.
+NEURON_SDK_FOR_PYTORCH = {"2.1.2": "2.20.2", "1.13.1": "2.15.0"}
+
+
+def neuron_sdk(version: str | None = None) -> str:
+    """The Neuron SDK release of the Neuron training image for PyTorch `version` (default: the course's)."""
+    version = version or IMAGES["neuron"].default_version
+    if version not in NEURON_SDK_FOR_PYTORCH:
+        raise ImageError(f"no Neuron training image for PyTorch {version} is listed here; use one of "
+                         f"{', '.join(NEURON_SDK_FOR_PYTORCH)} or pass the full image URI")
+    return NEURON_SDK_FOR_PYTORCH[version]
 
 
 class ImageError(ValueError):
@@ -87,8 +101,9 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
     if processor == "cpu" and kind != "pytorch":
         raise ImageError(f"the {kind} image has no CPU variant: use kind='pytorch' for a CPU instance")
     cuda = image.extras.get("cuda_gpu", "") if processor == "gpu" else ""
-    tag = image.tag_template.format(version=version or image.default_version, processor=processor, cuda=cuda,
-                                    **{k: v for k, v in image.extras.items() if k != "cuda_gpu"})
+    version = version or image.default_version
+    sdk = neuron_sdk(version) if kind == "neuron" else ""
+    tag = image.tag_template.format(version=version, processor=processor, cuda=cuda, sdk=sdk)
     suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
     return f"{image.accounts[region]}.dkr.ecr.{region}{suffix}/{image.repository}:{tag}"
 

@@ -85,7 +85,6 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
     from sagemaker.core.training.configs import (
         CheckpointConfig,
         Compute,
-        InputData,
         OutputDataConfig,
         SourceCode,
         StoppingCondition,
@@ -124,11 +123,24 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
         output_data_config=OutputDataConfig(s3_output_path=output),
         checkpoint_config=(CheckpointConfig(s3_uri=spec.checkpoint_s3_uri, local_path=CHECKPOINT_LOCAL_PATH)
                            if spec.checkpoint_s3_uri else None),
-        input_data_config=[InputData(channel_name=name, data_source=str(source))
-                           for name, source in spec.inputs.items()] or None,
+        training_input_mode=spec.input_mode,
+        input_data_config=[_channel(name, str(source), spec.input_mode) for name, source in spec.inputs.items()]
+        or None,
     )
     return trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"])
                                             for m in METRIC_DEFINITIONS])
+
+
+def _channel(name: str, source: str, input_mode: str):
+    """One input channel. The SDK writes InputMode "File" on every channel it builds from a URI, and a channel's
+    mode overrides the job's, so S3 channels are built here with the job's mode (FastFile streams from S3)."""
+    from sagemaker.core.shapes import Channel, DataSource, S3DataSource
+    from sagemaker.core.training.configs import InputData
+
+    if not source.startswith("s3://"):
+        return InputData(channel_name=name, data_source=source)  # a local folder: uploaded, then File
+    return Channel(channel_name=name, input_mode=input_mode, data_source=DataSource(s3_data_source=S3DataSource(
+        s3_data_type="S3Prefix", s3_uri=source, s3_data_distribution_type="FullyReplicated")))
 
 
 @contextlib.contextmanager

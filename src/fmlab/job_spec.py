@@ -26,11 +26,12 @@ NAME_PREFIX = "fmlab-"  # every course job starts with this, so `fmlab job clean
 TIMESTAMP_SUFFIX = len("-20240101120000")  # the SDK appends "-%Y%m%d%H%M%S" to the base job name
 MAX_JOB_NAME = 63  # CreateTrainingJob's TrainingJobName maximum, from the service model
 DISTRIBUTIONS = ("none", "torchrun", "smp", "mpi")
+INPUT_MODES = ("File", "FastFile", "Pipe")
 DEFAULT_ENTRY_POINT = "entrypoints/train.py"
 # Stands in for an execution role on the local backend only: the sandbox needs no AWS permissions.
 LOCAL_ROLE = "arn:aws:iam::000000000000:role/fmlab-local-sandbox"
 # Trainium1 has 2 NeuronCores per chip (AWS Trn1 page: 16 chips, 32 NeuronCores): one process per core.
-_PROCESSES_PER_DEVICE = {"Trainium1": 2}
+PROCESSES_PER_DEVICE = {"Trainium1": 2}
 
 
 class JobSpecInvalid(RequestInvalid):
@@ -54,6 +55,7 @@ class JobSpec:
     smp: dict = field(default_factory=dict)  # SMP v2 settings, e.g. {"hybrid_shard_degree": 8}
     mpi_options: list[str] = field(default_factory=list)  # extra mpirun options for distribution="mpi"
     inputs: dict[str, str] = field(default_factory=dict)  # channel name -> s3:// URI or local folder
+    input_mode: str = "File"  # File (copy to disk first) | FastFile (stream from S3 on read) | Pipe
     checkpoint_s3_uri: str | None = None  # where /opt/ml/checkpoints is synced; None: no checkpoint syncing
     output_path: str | None = None  # s3:// prefix for model.tar.gz; None: s3://<bucket>/fmlab/output
     keep_alive_seconds: int = 0  # warm pool: keep the instances this long after the job for the next one
@@ -99,7 +101,7 @@ class JobSpec:
         known = catalog.INSTANCES.get(self.instance_type)
         if known is None:
             return None
-        return known.accelerators * _PROCESSES_PER_DEVICE.get(known.accelerator, 1)
+        return known.accelerators * PROCESSES_PER_DEVICE.get(known.accelerator, 1)
 
     def processes(self) -> int | None:
         """Processes per host the job asks for (SageMaker's rule: one per device unless told otherwise)."""
@@ -151,6 +153,9 @@ class JobSpec:
         if self.spot and not self.checkpoint_s3_uri:
             out.append(Problem("checkpoint_s3_uri", "spot jobs can be interrupted: give a checkpoint URI so a "
                                "restarted job resumes instead of starting over"))
+        if self.input_mode not in INPUT_MODES:
+            out.append(Problem("input_mode", f"{self.input_mode!r} is not one of {', '.join(INPUT_MODES)} "
+                               "(FastFile streams large datasets and checkpoints from S3 without copying them)"))
         for channel, source in self.inputs.items():
             if channel in ("code", "sm_drivers"):
                 out.append(Problem(f"inputs[{channel!r}]", "is a channel name the SDK reserves for itself; rename it"))

@@ -206,6 +206,14 @@ def read_config(path: str | Path) -> dict:
     return json.loads(file.read_text())
 
 
+def write_config(config: dict, out_dir: str | Path) -> Path:
+    """Write a Hugging Face config dict as <out_dir>/config.json."""
+    path = Path(out_dir) / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return path
+
+
 def write_hf_folder(state: dict[str, torch.Tensor], config: dict, out_dir: str | Path) -> list[Path]:
     """Save a state dict as a Hugging Face folder that `from_pretrained` loads: model.safetensors + config.json."""
     from safetensors.torch import save_file
@@ -217,5 +225,4 @@ def write_hf_folder(state: dict[str, torch.Tensor], config: dict, out_dir: str |
     if len(dtypes) == 1:
         config["dtype"] = config["torch_dtype"] = str(dtypes.pop()).removeprefix("torch.")
     save_file({k: v.contiguous() for k, v in state.items()}, out / "model.safetensors", metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return [out / "model.safetensors", out / "config.json"]
+    return [out / "model.safetensors", write_config(config, out)]

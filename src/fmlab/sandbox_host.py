@@ -142,8 +142,9 @@ class Host:
         channels = request.get("InputDataConfig") or []
         (self.config / "hyperparameters.json").write_text(json.dumps(request.get("HyperParameters") or {}))
         (self.config / "resourceconfig.json").write_text(json.dumps(self.resource_config()))
-        (self.config / "inputdataconfig.json").write_text(json.dumps({
-            c["ChannelName"]: {"TrainingInputMode": c.get("InputMode") or "File",
+        job_mode = (request.get("AlgorithmSpecification") or {}).get("TrainingInputMode") or "File"
+        (self.config / "inputdataconfig.json").write_text(json.dumps({  # FastFile is served as File: a local copy
+            c["ChannelName"]: {"TrainingInputMode": c.get("InputMode") or job_mode,
                                "S3DistributionType": c["DataSource"]["S3DataSource"].get(
                                    "S3DataDistributionType", "FullyReplicated"),
                                "RecordWrapperType": "None"} for c in channels}))

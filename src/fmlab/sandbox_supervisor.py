@@ -109,14 +109,14 @@ class Supervisor:
     def plan(self) -> tuple[int, int]:
         """(processes per host, slots to hold) after capping to this machine."""
         from fmlab import catalog
-        from fmlab.job_spec import _PROCESSES_PER_DEVICE
+        from fmlab.job_spec import PROCESSES_PER_DEVICE
 
         launch = self.launch
         if launch.driver == "basic":
             wanted = 1
         else:
             inst = catalog.INSTANCES.get(self.instance_type)
-            devices = inst.accelerators * _PROCESSES_PER_DEVICE.get(inst.accelerator, 1) if inst else 1
+            devices = inst.accelerators * PROCESSES_PER_DEVICE.get(inst.accelerator, 1) if inst else 1
             wanted = launch.processes_per_host or devices
         slots = capacity()
         per_host = wanted

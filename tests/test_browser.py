@@ -22,7 +22,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from fmlab.environment import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -88,12 +89,6 @@ def ensure_playwright():
     return sync_playwright
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _lab_settings(folder: Path) -> None:
     """User settings for the JupyterLab under test: no autosave, no news or update pop-ups."""
     settings = {
@@ -142,7 +137,7 @@ def jupyterlab(tmp_path_factory):
     env = dict(os.environ, JUPYTER_DATA_DIR=str(dirs["data"]), JUPYTER_CONFIG_DIR=str(dirs["config"]),
                JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]),
                JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]))
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     lab_args = (f"--no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} --ServerApp.port_retries=0 "
                 f"--IdentityProvider.token={token} --FileCheckpoints.checkpoint_dir={dirs['checkpoints']}")
     log = (home / "lab.log").open("w")

@@ -33,7 +33,7 @@ def fake_smp(monkeypatch):
 def one_process_world(monkeypatch):
     import torch.distributed as dist
 
-    from fmlab.parallel.launch import free_port
+    from fmlab.environment import free_port
 
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("RANK", "0")

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Training processes per device: one per GPU, one per NeuronCore (AWS Trn1 page and Neuron docs: each
+# Trainium1 chip has two NeuronCore-v2, so a trn1.32xlarge's 16 chips run 32 processes).
+PROCESSES_PER_DEVICE = {"Trainium1": 2}
 GB = 1e9  # decimal gigabyte: the unit of the ZeRO paper and of AWS memory figures
 GIB = 2**30
 
@@ -34,6 +37,11 @@ class Instance:
     @property
     def cluster_peak_tflops(self) -> float:
         return self.accelerators * self.peak_tflops_bf16
+
+    @property
+    def processes(self) -> int:
+        """Training processes per instance, as SageMaker's launchers start them (one per GPU or NeuronCore)."""
+        return self.accelerators * PROCESSES_PER_DEVICE.get(self.accelerator, 1)
 
 
 _PRICE_SOURCE = "Amazon SageMaker AI pricing page, on-demand Training, us-east-1 (read 2024-06)"

@@ -147,9 +147,8 @@ def read_marker(path: str | Path) -> CheckpointInfo:
                               f"earlier checkpoint") from None
 
 
-def verify(path: str | Path) -> CheckpointInfo:
-    """Check that every file the marker lists is there with its recorded size; raise CheckpointError if not."""
-    info = read_marker(path)
+def _damage(info: CheckpointInfo) -> list[str]:
+    """What differs from the marker: files missing, or of another size than was written."""
     problems = []
     for name, size in sorted(info.files.items()):
         f = info.path / name
@@ -157,6 +156,13 @@ def verify(path: str | Path) -> CheckpointInfo:
             problems.append(f"{name} is missing")
         elif f.stat().st_size != size:
             problems.append(f"{name} is {f.stat().st_size:,} bytes, {size:,} were written")
+    return problems
+
+
+def verify(path: str | Path) -> CheckpointInfo:
+    """Check that every file the marker lists is there with its recorded size; raise CheckpointError if not."""
+    info = read_marker(path)
+    problems = _damage(info)
     if problems:
         earlier = [c.path.name for c in complete_checkpoints(info.path.parent) if c.step < info.step]
         raise CheckpointError(
@@ -197,11 +203,11 @@ def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
     if _rank() == 0:
         chosen, damaged = None, []
         for info in reversed(complete_checkpoints(folder)):
-            try:
-                chosen = verify(info.path).path
+            problems = _damage(info)
+            if not problems:
+                chosen = info.path
                 break
-            except CheckpointError as e:
-                damaged.append((info.path.name, str(e).split(". Nothing was deleted")[0]))
+            damaged.append((info.path.name, f"checkpoint {info.path} is corrupt: {'; '.join(problems[:4])}"))
         decision = (str(chosen) if chosen else None, damaged)
     chosen, damaged = from_rank0(decision)
     notes = []

@@ -2,13 +2,14 @@
 
 The backend is "sagemaker" when AWS credentials are present and "local" otherwise; FMLAB_BACKEND=local or
 FMLAB_BACKEND=sagemaker overrides the guess. Credentials are looked for without any network call (no
-instance-metadata probing on a laptop), and never printed.
+instance-metadata probing on a laptop), and never printed. `free_port()` finds a port for a local rendezvous.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import socket
 from importlib import metadata
 from pathlib import Path
 
@@ -74,3 +75,10 @@ def describe() -> dict[str, str]:
         "where_jobs_run": ("on AWS SageMaker (real instances, real cost)" if backend == "sagemaker"
                            else "on this machine: the local sandbox runs the same job requests with torchrun + gloo"),
     }
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for a local rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -30,8 +30,6 @@ INPUT_MODES = ("File", "FastFile", "Pipe")
 DEFAULT_ENTRY_POINT = "entrypoints/train.py"
 # Stands in for an execution role on the local backend only: the sandbox needs no AWS permissions.
 LOCAL_ROLE = "arn:aws:iam::000000000000:role/fmlab-local-sandbox"
-# Trainium1 has 2 NeuronCores per chip (AWS Trn1 page: 16 chips, 32 NeuronCores): one process per core.
-PROCESSES_PER_DEVICE = {"Trainium1": 2}
 
 
 class JobSpecInvalid(RequestInvalid):
@@ -101,7 +99,7 @@ class JobSpec:
         known = catalog.INSTANCES.get(self.instance_type)
         if known is None:
             return None
-        return known.accelerators * PROCESSES_PER_DEVICE.get(known.accelerator, 1)
+        return known.processes
 
     def processes(self) -> int | None:
         """Processes per host the job asks for (SageMaker's rule: one per device unless told otherwise)."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fmlab import catalog
 from fmlab.job_images import IMAGES, ImageError, neuron_sdk
 from fmlab.job_images import image_uri as _image_uri
-from fmlab.job_spec import PROCESSES_PER_DEVICE, JobSpec
+from fmlab.job_spec import JobSpec
 from fmlab.neuron_layout import LlamaShape, NeuronLayoutError, NxdLayout
 
 ENTRY_POINT = "entrypoints/neuron_train.py"
@@ -106,8 +106,7 @@ class Trn1TrainingSettings:
 
     @property
     def cores_per_instance(self) -> int:
-        inst = catalog.instance(self.instance_type)
-        return inst.accelerators * PROCESSES_PER_DEVICE.get(inst.accelerator, 1)
+        return catalog.instance(self.instance_type).processes
 
     @property
     def neuron_cores(self) -> int:

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from fmlab.train_config import warmup_cosine as lr_factor  # the schedule fmlab.train uses
 
 TRAINIUM_ONLY = ("runs only on Trainium: torch_xla / neuronx_distributed are not installed; launch it with "
                  "fmlab.neuron_job on ml.trn1")
@@ -137,34 +138,20 @@ def open_dataset(args: argparse.Namespace, config: dict):
     return dataset
 
 
-def lr_factor(step: int, warmup_steps: int, max_steps: int, floor: float = 0.1) -> float:
-    """Linear warmup over warmup_steps, then a cosine from 1 down to `floor` at max_steps (step counts from 0)."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
-    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def _init_distributed() -> None:
     """One process group over the "xla" backend (torchrun sets the rendezvous; alone, a one-process world)."""
     import torch.distributed as dist
     import torch_xla.distributed.xla_backend  # noqa: F401  (registers the "xla" backend)
+
+    from fmlab.environment import free_port
 
     if dist.is_initialized():
         return
     if "WORLD_SIZE" not in os.environ:  # started without torchrun
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
     dist.init_process_group("xla")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _nxd_config(run: Run):
@@ -189,8 +176,9 @@ def _nxd_config(run: Run):
 
 
 def _load_pretrained(model, weight_dir: Path, tp: int, pp: int) -> str:
-    """The converted weights, model only: current layout through load_checkpoint, legacy through checkpointing.load.
-    The shard file names must show the run's tensor and pipeline sizes (checked before anything is read)."""
+    """The converted weights, model only: current layout (tag "pretrained_weight") through load_checkpoint,
+    legacy through checkpointing.load. The shards must be for the run's tensor and pipeline sizes (checked on
+    the file names before anything is read)."""
     from neuronx_distributed.trainer import load_checkpoint
 
     from fmlab.neuron_files import find_shard_files
@@ -200,21 +188,21 @@ def _load_pretrained(model, weight_dir: Path, tp: int, pp: int) -> str:
         found = find_shard_files(weight_dir, "pretrained_weight" if (weight_dir / "pretrained_weight").is_dir() else None)
     except NeuronLayoutError:
         found = None
-    if found is not None and (found.tp, found.pp) != (tp, pp):
+    if found is None or (found.layout == "current" and found.tag != "pretrained_weight"):
+        raise NeuronTrainError(f"no NxD weights in {weight_dir}: expected pretrained_weight/done (current layout) or "
+                               "tp_rank_XX_pp_rank_YY/checkpoint.pt (legacy); make them with `fmlab convert hf-to-nxd`")
+    if (found.tp, found.pp) != (tp, pp):
         raise NeuronTrainError(f"the weights in {weight_dir} were converted for tp={found.tp}, pp={found.pp}, but this "
                                f"run uses tp={tp}, pp={pp}: convert again with `fmlab convert hf-to-nxd --tp {tp} "
                                f"--pp {pp}` or run with --tensor_parallel_size {found.tp} --pipeline_parallel_size "
                                f"{found.pp}")
-    if (weight_dir / "pretrained_weight" / "done").is_file():
-        load_checkpoint(str(weight_dir), tag="pretrained_weight", model=model, optimizer=None, scheduler=None)
-        return "current"
-    if any(weight_dir.glob("tp_rank_*_pp_rank_*/checkpoint.pt")):
+    if found.layout == "current":
+        load_checkpoint(str(weight_dir), tag=found.tag, model=model, optimizer=None, scheduler=None)
+    else:
         from neuronx_distributed.parallel_layers.checkpointing import load
 
         load(str(weight_dir), model=model, model_key=None, sharded=True)
-        return "legacy"
-    raise NeuronTrainError(f"no NxD weights in {weight_dir}: expected pretrained_weight/done (current layout) or "
-                           "tp_rank_XX_pp_rank_YY/checkpoint.pt (legacy); make them with `fmlab convert hf-to-nxd`")
+    return found.layout
 
 
 def _next_batch(dataset, sampler, position: dict, count: int, seq_len: int):

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import tarfile
 import threading
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from fmlab import storage
+from fmlab.environment import free_port
 from fmlab.job_guards import redact
 from fmlab.sandbox import _now, _write_json, capacity, root
 from fmlab.sandbox_host import Host, process_environment, read_launch, sync_folder
@@ -109,14 +109,13 @@ class Supervisor:
     def plan(self) -> tuple[int, int]:
         """(processes per host, slots to hold) after capping to this machine."""
         from fmlab import catalog
-        from fmlab.job_spec import PROCESSES_PER_DEVICE
 
         launch = self.launch
         if launch.driver == "basic":
             wanted = 1
         else:
             inst = catalog.INSTANCES.get(self.instance_type)
-            devices = inst.accelerators * PROCESSES_PER_DEVICE.get(inst.accelerator, 1) if inst else 1
+            devices = inst.processes if inst else 1
             wanted = launch.processes_per_host or devices
         slots = capacity()
         per_host = wanted
@@ -185,7 +184,7 @@ class Supervisor:
 
     def train(self, per_host: int, slots: int) -> tuple[str, str]:
         hps = self.request.get("HyperParameters") or {}
-        endpoint = f"127.0.0.1:{_free_port()}"
+        endpoint = f"127.0.0.1:{free_port()}"
         threads = max(1, slots // max(1, len(self.hosts) * per_host))
         deadline = time.monotonic() + (self.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", 86400)
         readers = []
@@ -278,11 +277,5 @@ class Supervisor:
             if start else 0
         self.set_status(secondary, message.splitlines()[0] if message else "", TrainingJobStatus=status,
                         TrainingEndTime=end, TrainingTimeInSeconds=seconds, BillableTimeInSeconds=seconds, **fields)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 

@@ -33,6 +33,7 @@ from fmlab.train_config import (
     adopt_mpi_environment,
     parse_config,
     sagemaker_defaults,
+    warmup_cosine,
 )
 
 __all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train", "main"]
@@ -60,13 +61,7 @@ class TrainResult:
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
     """Multiplier of cfg.lr at `step` (0-based): linear warm-up, then cosine decay to min_lr_ratio."""
-    import math
-
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    span = max(1, cfg.max_steps - cfg.warmup_steps)
-    progress = min(1.0, (step - cfg.warmup_steps) / span)
-    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
 
 
 def build_optimizer(model, cfg: TrainConfig):

@@ -183,3 +183,13 @@ def adopt_mpi_environment(env: dict | None = None) -> bool:
     env.setdefault("MASTER_PORT", env.get("SM_MASTER_PORT") or "29500")
     return True
 
+
+def warmup_cosine(step: int, warmup_steps: int, max_steps: int, floor: float = 0.1) -> float:
+    """The learning-rate multiplier at `step` (0-based): linear warm-up over warmup_steps, then a cosine from 1
+    down to `floor` at max_steps. fmlab.train and the trn1 script (fmlab.neuron_train) both schedule with it."""
+    import math
+
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))

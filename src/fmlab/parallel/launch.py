@@ -12,22 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from fmlab.environment import free_port
+
 
 class WorldFailed(RuntimeError):
     """A spawned world exited with an error; the message carries the end of its output."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun_command(task: str, world_size: int, args_file: Path, out_dir: Path) -> list[str]:

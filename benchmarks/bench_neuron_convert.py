@@ -16,9 +16,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-from fmlab import catalog
 from fmlab.models import build_model
 from fmlab.neuron import hf_to_nxd, nxd_to_hf
+from fmlab.plan import catalog
 
 MODELS = {
     "tiny (3 layers, GQA 4/2)": dataclasses.replace(catalog.model("tiny"), layers=3),

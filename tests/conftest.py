@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def run_notebook(tmp_path):
     """run_notebook("notebooks/01_when_to_pretrain.ipynb", param=value) -> NotebookResult (records, ok, error)."""
-    from fmlab.course import execute
+    from fmlab.course.run import execute
 
     def _run(relative: str, **parameters):
         source = ROOT / relative

@@ -1,12 +1,19 @@
 """fmlab: the helper package of the course "Pretraining Foundation Models on AWS".
 
-One idea per module (see README.md's layout and ../shared/DESIGN.md): catalog (facts with sources),
-planning and layout (FLOPs, time, cost, memory per device), data/ and storage (tokenize, pack, shard;
-S3 URIs and the local bucket), models, parallel/ (DDP, FSDP, hybrid sharding, tensor parallelism,
-activation checkpointing/offloading, SMP v2), checkpoint and train (the training entry point), job_* and
-jobs (SageMaker SDK v3 ModelTrainer, cost and quota guards), sandbox* (the same jobs on this machine),
-neuron* (Trainium checkpoints), record and labs (notebook figures, exercise checks), widgets and plots,
-slides, report, course_index, course and cli (the `fmlab` command).
+One subpackage per concept the course teaches; each __init__.py says what it owns and how data flows
+through it, and src/fmlab/README.md is the map (a line per file):
+
+    plan/      module 1: facts with sources (catalog) and the arithmetic of a run (compute, layout)
+    data/      module 2: corpus -> tokenizer -> packed token shards -> manifest -> resumable sampler
+    parallel/  modules 4-6: DDP, FSDP2 full/hybrid, tensor parallelism, activation checkpointing, SMP v2, SMDDP
+    train/     the training entry point (python -m fmlab.train), its config, loop, logs and checkpoints
+    jobs/      one job description -> a SageMaker SDK v3 ModelTrainer; cost and quota guards; images
+    sandbox/   the local SageMaker: the same CreateTrainingJob request, validated and run on this machine
+    neuron/    module 9: Llama <-> Neuron Distributed checkpoints, the trn1 job and its script
+    course/    running the notebooks, their recorded figures, slides, the report, widgets and plots
+    labs/      the checks of each lab
+    cli.py (the `fmlab` command), environment.py (this machine, credentials, the repository root),
+    models.py (the model shapes as transformers models), storage.py (S3 URIs and the local bucket)
 """
 
 __version__ = "0.1.0"

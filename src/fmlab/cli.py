@@ -8,7 +8,7 @@
     fmlab slides [--source slides] [--output build/slides]
     fmlab data prepare --input data/corpus --output s3://bucket/data/v1 --seq-len 128 --vocab-size 512 --workers 2
     fmlab data inspect s3://bucket/data/v1
-    fmlab job run|list|logs|describe|cleanup   (see fmlab.jobs_cli)
+    fmlab job run|list|logs|describe|cleanup   (see fmlab.jobs.cli)
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import argparse
 import json
 import sys
 
-from fmlab import catalog
-from fmlab.planning import PlanError
+from fmlab.plan import catalog
+from fmlab.plan.compute import PlanError
 
 EXIT_DOES_NOT_FIT = 3
 
@@ -46,10 +46,10 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from fmlab import planning
-    from fmlab.layout import make_plan
+    from fmlab.plan import compute
+    from fmlab.plan.layout import make_plan
 
-    tokens = args.tokens or planning.chinchilla_tokens(planning.param_count(catalog.model(args.model)))
+    tokens = args.tokens or compute.chinchilla_tokens(compute.param_count(catalog.model(args.model)))
     try:
         plan = make_plan(args.model, tokens, args.instance, args.count, mfu=args.mfu, sharding=args.sharding,
                          tp=args.tp, pp=args.pp, micro_batch=args.micro_batch, seq_len=args.seq_len or None,
@@ -112,19 +112,19 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_course(args: argparse.Namespace) -> int:
-    from fmlab.course import print_table, run_course
+    from fmlab.course.run import print_table, run_course
 
     results = run_course(output=args.output, only=args.only, labs=not args.no_labs)
     print_table(results)
     if args.report and results:
-        from fmlab.report import write_report
+        from fmlab.course.report import write_report
 
         print(f"report: {write_report(results, args.report)}")
     return 0 if all(r.ok for r in results) else 1
 
 
 def _add_slides(sub: argparse._SubParsersAction) -> None:
-    from fmlab import slides
+    from fmlab.course import slides
 
     p = sub.add_parser("slides", help="build the slide decks to offline reveal.js HTML under build/slides/")
     slides.add_arguments(p)
@@ -226,7 +226,7 @@ def cmd_data_inspect(args: argparse.Namespace) -> int:
 
 
 def _add_job(sub: argparse._SubParsersAction) -> None:
-    from fmlab import jobs_cli
+    from fmlab.jobs import cli as jobs_cli
 
     p = sub.add_parser("job", aliases=["jobs"], help="launch, list, follow and clean up training jobs (local or SageMaker)")
     jobs_cli.add_arguments(p)

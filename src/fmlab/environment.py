@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 from importlib import metadata
 from pathlib import Path
+
+# The repository's root (notebooks/, labs/, data/, entrypoints/ live there); the package is src/fmlab.
+ROOT = Path(__file__).resolve().parents[2]
 
 CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
                         "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE")
@@ -82,3 +86,27 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- credentials never printed
+
+SECRET_PATTERNS = [
+    re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}\b"),  # access key ids
+    re.compile(r"(?i)((?:aws_?)?secret_?access_?key[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{16,}"),
+    re.compile(r"(?i)((?:aws_?)?session_?token[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{16,}"),
+    re.compile(r"(?i)((?:aws_?)?security_?token[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{16,}"),
+]
+MASK = "****"
+
+
+def redact(text: str) -> str:
+    """`text` with AWS access keys, secret keys and session tokens replaced by ****."""
+    if not text:
+        return text
+    for var in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID"):
+        value = os.environ.get(var, "")
+        if len(value) >= 8:
+            text = text.replace(value, MASK)
+    for pattern in SECRET_PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + MASK, text)
+    return text

@@ -6,7 +6,7 @@
 The family of a preset picks the architecture (see catalog.ModelPreset): Llama for the Llama presets and
 `tiny`, OPT (the GPT-3 layout, built from separate q/k/v nn.Linear layers so that tensor parallelism applies)
 for the GPT presets, Falcon and BLOOM for those two. `planning.param_count` equals `num_parameters()` of
-what this builds, exactly; tests/test_planning.py checks it.
+what this builds, exactly; tests/plan/test_planning.py checks it.
 
 For the parallel engine (fmlab.parallel) this module also says where a model's decoder layers are
 (`decoder_layers`) and how tensor parallelism splits them (`tp_plan`): column-parallel q/k/v and MLP up/gate,
@@ -26,8 +26,8 @@ every spawned worker pays it once, which is why the multi-process demos run many
 
 from __future__ import annotations
 
-from fmlab import catalog
-from fmlab.catalog import ModelPreset
+from fmlab.plan import catalog
+from fmlab.plan.catalog import ModelPreset
 
 
 def config_for(m: ModelPreset | str):

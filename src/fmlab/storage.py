@@ -24,7 +24,7 @@ import re
 import shutil
 from pathlib import Path
 
-from fmlab.course import ROOT
+from fmlab.environment import ROOT
 
 LOCAL_BUCKET_VARIABLE = "FMLAB_LOCAL_BUCKET"
 DEFAULT_LOCAL_BUCKET = ROOT / "runs" / "bucket"

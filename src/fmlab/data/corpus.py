@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fmlab.course import ROOT
 from fmlab.data.errors import DataError
+from fmlab.environment import ROOT
 
 CORPUS_DIR = ROOT / "data" / "corpus"
 DOCUMENT_SUFFIXES = (".txt", ".jsonl")

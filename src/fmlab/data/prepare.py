@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fmlab import storage
-from fmlab.course import ROOT
 from fmlab.data.corpus import (
     DEFAULT_UNIT_BYTES,
     WorkUnit,
@@ -41,6 +40,7 @@ from fmlab.data.manifest import FORMAT, MANIFEST_NAME, TOKENIZER_FOLDER, dumps
 from fmlab.data.packing import SequencePacker
 from fmlab.data.shards import ShardWriter, token_dtype
 from fmlab.data.tokenizer import load_backend, tokenizer_info, train_tokenizer
+from fmlab.environment import ROOT
 
 COURSE_CACHE = ROOT / "runs" / "data"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

@@ -2,7 +2,7 @@
 
 A lab notebook calls its module's checks, e.g. `from fmlab.labs import lab01; lab01.check_days(answer)`,
 and ends with `lab01.summary()`, which raises `LabIncomplete` while any exercise fails. The results are
-recorded in the notebook's output (see `fmlab.record`) under `lab.<exercise>`, so tests can assert that the
+recorded in the notebook's output (see `fmlab.course.records`) under `lab.<exercise>`, so tests can assert that the
 solved lab passes every check and the unsolved one fails every check.
 """
 
@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fmlab.record import record
+from fmlab.course.records import record
 
 
 class LabIncomplete(AssertionError):

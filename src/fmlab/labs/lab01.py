@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fmlab import layout, planning
 from fmlab.labs import Lab, close
+from fmlab.plan import compute, layout
 
 LAB = Lab("lab 01", ["ex1_days", "ex2_smallest_cluster", "ex3_memory", "ex4_layout"])
 
@@ -16,18 +16,18 @@ EX4 = dict(model="llama2-70b", tokens=2e12, instance="ml.p4d.24xlarge", instance
 
 
 def check_days(answer: float) -> bool:
-    expected = planning.estimate_run(EX1["model"], EX1["tokens"], EX1["instance"], EX1["instances"], EX1["mfu"]).days
+    expected = compute.estimate_run(EX1["model"], EX1["tokens"], EX1["instance"], EX1["instances"], EX1["mfu"]).days
     return LAB.check("ex1_days", answer, lambda a: close(a, expected), f"{expected:.1f} days",
-                     "days = train FLOPs / (devices x peak FLOP/s x MFU) / 86,400; planning.estimate_run does it")
+                     "days = train FLOPs / (devices x peak FLOP/s x MFU) / 86,400; compute.estimate_run does it")
 
 
 def check_smallest_cluster(answer: int) -> bool:
-    tokens = planning.chinchilla_tokens(planning.param_count(planning.catalog.model(EX2["model"])))
-    expected = planning.smallest_cluster(EX2["model"], tokens, EX2["instance"], deadline_days=EX2["deadline_days"],
+    tokens = compute.chinchilla_tokens(compute.param_count(compute.catalog.model(EX2["model"])))
+    expected = compute.smallest_cluster(EX2["model"], tokens, EX2["instance"], deadline_days=EX2["deadline_days"],
                                          budget_usd=EX2["budget_usd"], mfu=EX2["mfu"]).instances
     return LAB.check("ex2_smallest_cluster", answer, lambda a: int(a) == expected and a == int(a),
                      f"{expected} instances", "train on Chinchilla-optimal tokens (20 per parameter), then find the "
-                     "fewest instances whose days are within the deadline (planning.smallest_cluster)")
+                     "fewest instances whose days are within the deadline (compute.smallest_cluster)")
 
 
 def check_memory(answer: float) -> bool:

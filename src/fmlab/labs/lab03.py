@@ -1,6 +1,6 @@
 """Checks for labs/lab_03_parallel_jobs.ipynb: a sweep with warm pools, a broken request, cost, quotas.
 
-The sandbox's request validation (fmlab.sandbox_validate) is the feedback of exercise 2: a wrong fix is
+The sandbox's request validation (fmlab.sandbox.validate) is the feedback of exercise 2: a wrong fix is
 answered with the fields SageMaker would still reject.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import copy
 
-from fmlab.job_guards import quota_requests, worst_case_cost
-from fmlab.job_spec import JobSpec
+from fmlab.jobs.guards import quota_requests, worst_case_cost
+from fmlab.jobs.spec import JobSpec
 from fmlab.labs import Lab, close
-from fmlab.sandbox_validate import problems_in
+from fmlab.sandbox.validate import problems_in
 
 LAB = Lab("lab 03", ["ex1_sweep", "ex2_fix_request", "ex3_sweep_cost", "ex4_quotas"])
 
@@ -81,7 +81,7 @@ def check_fixed_request(request: dict) -> bool:
                 and answer["TrainingJobName"].startswith("fmlab-lr-sweep"))
 
     return LAB.check("ex2_fix_request", request, ok, "SageMaker would accept it, and it still means the same job",
-                     feedback + " (run fmlab.sandbox_validate.problems_in(request) to see every problem)")
+                     feedback + " (run fmlab.sandbox.validate.problems_in(request) to see every problem)")
 
 
 def check_sweep_cost(answer: float) -> bool:
@@ -90,7 +90,7 @@ def check_sweep_cost(answer: float) -> bool:
     expected = EX3["jobs"] * worst_case_cost(spec).worst_case_usd
     return LAB.check("ex3_sweep_cost", answer, lambda a: close(a, expected, 0.01), f"${expected:,.2f} at most",
                      "jobs x instances x price per hour x (max run hours + keep-alive hours); the price is in "
-                     "fmlab.catalog (job_guards.worst_case_cost does one job)")
+                     "fmlab.plan.catalog (job_guards.worst_case_cost does one job)")
 
 
 def check_quotas(answer: set) -> bool:
@@ -98,7 +98,7 @@ def check_quotas(answer: set) -> bool:
                    max_run_seconds=EX4["max_run_seconds"], keep_alive_seconds=EX4["keep_alive_seconds"])
     expected = {r["quota"] for r in quota_requests(spec, jobs=EX4["jobs"])}
     return LAB.check("ex4_quotas", answer, lambda a: set(a) == expected, f"request: {', '.join(sorted(expected))}",
-                     "compare the plan with the default quotas (fmlab.job_guards.DEFAULT_QUOTAS): instances per "
+                     "compare the plan with the default quotas (fmlab.jobs.guards.DEFAULT_QUOTAS): instances per "
                      "type, across all jobs, per job, the longest run time, and warm pools")
 
 

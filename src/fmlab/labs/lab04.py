@@ -3,8 +3,9 @@ a published speed-up, and the SageMaker launch that SMDDP's AllReduce needs."""
 
 from __future__ import annotations
 
-from fmlab import catalog, data_parallel, planning
 from fmlab.labs import Lab, close
+from fmlab.parallel import traffic
+from fmlab.plan import catalog, compute
 
 LAB = Lab("lab 04", ["ex1_ring_bytes", "ex2_average_gradients", "ex3_grad_accum", "ex4_exaone_speedup",
                      "ex5_smddp_launcher"])
@@ -16,12 +17,12 @@ EX5 = dict(instance_type="ml.p4d.24xlarge", instance_count=4)
 
 
 def check_ring_bytes(answer: float) -> bool:
-    params = planning.param_count(catalog.model(EX1["model"]))
-    expected = data_parallel.ring_allreduce_bytes(params, EX1["bytes_per_value"], EX1["workers"])
+    params = compute.param_count(catalog.model(EX1["model"]))
+    expected = traffic.ring_allreduce_bytes(params, EX1["bytes_per_value"], EX1["workers"])
     return LAB.check("ex1_ring_bytes", answer, lambda a: close(float(a), expected, 0.01),
                      f"{expected / 1e9:.1f} GB sent by each GPU per step",
                      "a ring all-reduce sends 2(W-1)/W times the gradient bytes from every worker; the gradients "
-                     "are parameters x 2 bytes in bf16 (planning.param_count gives the parameters)")
+                     "are parameters x 2 bytes in bf16 (compute.param_count gives the parameters)")
 
 
 def _toy_gradients(average):
@@ -58,7 +59,7 @@ def check_average_gradients(average) -> bool:
 
 
 def check_grad_accum(answer: int) -> bool:
-    per_step = data_parallel.global_batch_tokens(EX3["micro_batch"], EX3["seq_len"], 1, EX3["gpus"])
+    per_step = traffic.global_batch_tokens(EX3["micro_batch"], EX3["seq_len"], 1, EX3["gpus"])
     expected = EX3["target_tokens"] // per_step
     return LAB.check("ex3_grad_accum", answer, lambda a: a == expected and int(a) == a,
                      f"{expected} micro-batches per step keep {EX3['target_tokens']:,} tokens per step",
@@ -66,9 +67,9 @@ def check_grad_accum(answer: int) -> bool:
 
 
 def check_exaone_speedup(answer: float) -> bool:
-    smddp = data_parallel.CLAIMS["exaone_smddp_iterations_per_day"].value
-    ddp = data_parallel.CLAIMS["exaone_ddp_iterations_per_day"].value
-    expected = data_parallel.speedup(smddp, ddp)
+    smddp = traffic.CLAIMS["exaone_smddp_iterations_per_day"].value
+    ddp = traffic.CLAIMS["exaone_ddp_iterations_per_day"].value
+    expected = traffic.speedup(smddp, ddp)
     return LAB.check("ex4_exaone_speedup", answer, lambda a: close(float(a), expected, 0.01),
                      f"{expected:.1%} faster, the 'about 60%' of the talk",
                      "as a fraction: faster / slower - 1 (10,000 and 6,300 iterations per day)")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fmlab import catalog, layout, planning
-from fmlab.catalog import GB
 from fmlab.labs import Lab, close
+from fmlab.plan import catalog, compute, layout
+from fmlab.plan.catalog import GB
 
 LAB = Lab("lab 05", ["ex1_full_shard_gb", "ex2_hybrid_degree", "ex3_checkpoint_ratio", "ex4_smp_config"])
 
@@ -19,7 +19,7 @@ EX4 = dict(hybrid_shard_degree=8, sm_activation_offloading=True, activation_load
 def check_full_shard_gb(answer: float) -> bool:
     m = catalog.model(EX1["model"])
     devices = EX1["instances"] * catalog.instance(EX1["instance"]).accelerators
-    states = layout.model_state_bytes(planning.param_count(m), layout.Layout(devices, sharding="full"))
+    states = layout.model_state_bytes(compute.param_count(m), layout.Layout(devices, sharding="full"))
     expected = sum(states.values()) / GB
     return LAB.check("ex1_full_shard_gb", answer, lambda a: close(a, expected), f"{expected:.2f} GB per GPU",
                      "16 bytes per parameter (2 weights + 2 gradients + 12 fp32 Adam state) divided by the number "

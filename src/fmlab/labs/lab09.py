@@ -10,9 +10,9 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from fmlab import catalog
 from fmlab.labs import Lab
-from fmlab.neuron_layout import LlamaShape, NxdLayout, min_kv_size_multiplier, shard_shape, stage_of_layer
+from fmlab.neuron.sharding import LlamaShape, NxdLayout, min_kv_size_multiplier, shard_shape, stage_of_layer
+from fmlab.plan import catalog
 
 LAB = Lab("lab 09", ["ex1_shard_shape", "ex2_stages", "ex3_kv_multiplier", "ex4_round_trip"])
 
@@ -68,8 +68,8 @@ def check_round_trip(answer) -> bool:
         from transformers import LlamaForCausalLM
 
         from fmlab.neuron import detect_layout
-        from fmlab.neuron_files import find_shard_files, read_shards
-        from fmlab.neuron_layout import LlamaShape
+        from fmlab.neuron.files import find_shard_files, read_shards
+        from fmlab.neuron.sharding import LlamaShape
 
         nxd_dir, restored_dir = (Path(p) for p in a)
         found = find_shard_files(nxd_dir)

@@ -9,7 +9,7 @@ within the shard group and, for hybrid sharding, all-reduced across the replica 
 
 Why FSDP2 and not FSDP1's ShardingStrategy.HYBRID_SHARD: on CPU/gloo, FSDP1 HYBRID_SHARD on a
 (replicate=2, shard=1) mesh silently stops averaging gradients across the replicas, while FSDP2 is correct for
-full and hybrid meshes. tests/test_parallel_2proc.py keeps an FSDP1 control that shows the difference.
+full and hybrid meshes. tests/parallel/test_parallel_2proc.py keeps an FSDP1 control that shows the difference.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     predicted_state_bytes("tiny", ParallelConfig(sharding="full"), world_size=4)   # {"weights": ..., ...}
     measured_state_bytes(model, optimizer)                                          # after one step
 
-The planner (fmlab.layout.model_state_bytes) counts mixed-precision Adam: 2 bytes of bf16 weights, 2 of bf16
+The planner (fmlab.plan.layout.model_state_bytes) counts mixed-precision Adam: 2 bytes of bf16 weights, 2 of bf16
 gradients and 12 of fp32 master weights + Adam moments per parameter (ZeRO, section 3). The laptop trains in
 fp32, so the same 16 bytes split 4 (fp32 weights, which are the master copy) + 4 (gradients) + 8 (Adam's two
 moments); `predicted_state_bytes(..., fp32=True)` rescales the planner's parts accordingly. Measured bytes
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from fmlab import catalog, layout, planning
+from fmlab.plan import catalog, compute, layout
 
 MIXED_BYTES = {"weights": layout.WEIGHT_BYTES, "gradients": layout.GRAD_BYTES, "optimizer": layout.OPTIMIZER_BYTES}
 FP32_BYTES = {"weights": 4, "gradients": 4, "optimizer": 8}
@@ -29,7 +29,7 @@ def planner_layout(cfg, world_size: int) -> layout.Layout:
 def predicted_state_bytes(preset: str, cfg, world_size: int, fp32: bool = True) -> dict[str, float]:
     """Bytes of weights, gradients and optimizer state per rank, from the planner."""
     m = catalog.model(preset)
-    parts = layout.model_state_bytes(planning.param_count(m), planner_layout(cfg, world_size).check(m))
+    parts = layout.model_state_bytes(compute.param_count(m), planner_layout(cfg, world_size).check(m))
     if not fp32:
         return parts
     return {k: v * FP32_BYTES[k] / MIXED_BYTES[k] for k, v in parts.items()}

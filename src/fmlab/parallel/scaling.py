@@ -16,7 +16,7 @@ Sources:
 
 from __future__ import annotations
 
-from fmlab.planning import PlanError
+from fmlab.plan.compute import PlanError
 
 
 def data_parallel_degree(devices: int, tp: int = 1, pp: int = 1) -> int:

@@ -80,7 +80,7 @@ def from_mp_parameters(mp: str | dict):
     groups of D. SMP's activation offloading works on checkpointed layers, so it turns full checkpointing on.
     """
     from fmlab.parallel import ParallelConfig
-    from fmlab.planning import PlanError
+    from fmlab.plan.compute import PlanError
 
     settings = _as_dict(mp)
     for key in SMP_ONLY_KEYS:

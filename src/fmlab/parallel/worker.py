@@ -54,7 +54,6 @@ def count_checks(task: str, args: dict) -> int:
 
 def task_parity(args: dict) -> dict:
     """For each preset and layout: {loss, ref_loss, loss_diff, max_grad_diff, max_grad}."""
-    from fmlab import catalog
     from fmlab.parallel.parity import (
         compare,
         fsdp1_hybrid_control,
@@ -62,6 +61,7 @@ def task_parity(args: dict) -> dict:
         parallel_step,
         reference_step,
     )
+    from fmlab.plan import catalog
 
     seed, batch, seq = args.get("seed", 0), args.get("global_batch", 4), args.get("seq_len", 32)
     layouts = args["layouts"]
@@ -87,11 +87,11 @@ def task_memory(args: dict) -> dict:
     """Per layout: this rank's measured bytes of weights, gradients and AdamW state after one step, and
     the planner's prediction. With "delayed_init", the model is built on the meta device and only the local
     shards are ever allocated (then initialised in place)."""
-    from fmlab import catalog
     from fmlab.models import build_model
     from fmlab.parallel import parallelize
     from fmlab.parallel.memory import measured_state_bytes, predicted_state_bytes
     from fmlab.parallel.parity import local_rows, make_tokens
+    from fmlab.plan import catalog
 
     preset = args["preset"]
     tokens = make_tokens(catalog.model(preset).vocab, args.get("global_batch", 4), args.get("seq_len", 32))

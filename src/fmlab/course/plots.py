@@ -1,0 +1,108 @@
+"""Matplotlib figures for the notebooks; every figure has a title, labelled axes and units.
+
+    from fmlab.course import plots
+    plots.time_and_cost_vs_cluster("gpt-30b", 300e9, "ml.p4d.24xlarge", [4, 8, 16, 32, 64])
+"""
+
+from __future__ import annotations
+
+from fmlab.plan import compute
+from fmlab.plan.layout import make_plan
+
+
+def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: list[int], mfu: float = 0.4,
+                             mfu_at_scale: float | None = None, ax=None):
+    """Days (left axis) and cost (right axis) against the number of instances.
+
+    With `mfu_at_scale`, MFU falls linearly from `mfu` at the smallest cluster to `mfu_at_scale` at the
+    largest: a simple picture of communication overhead growing with the cluster, which makes cost rise.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    lo, hi = min(counts), max(counts)
+    days, costs = [], []
+    for n in counts:
+        frac = 0 if hi == lo else (n - lo) / (hi - lo)
+        m = mfu if mfu_at_scale is None else mfu + frac * (mfu_at_scale - mfu)
+        est = compute.estimate_run(model, tokens, instance, n, m)
+        days.append(est.days)
+        costs.append(est.cost_usd / 1e3)
+    ax.plot(counts, days, "o-", color="tab:blue", label="time")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"cluster size (number of {instance})")
+    ax.set_ylabel("time to train (days)", color="tab:blue")
+    twin = ax.twinx()
+    twin.plot(counts, costs, "s--", color="tab:red", label="cost")
+    twin.set_ylabel("on-demand cost (thousand USD)", color="tab:red")
+    twin.set_ylim(0, max(costs) * 1.3)
+    scale = "" if mfu_at_scale is None else f", MFU {mfu:.0%} -> {mfu_at_scale:.0%}"
+    ax.set_title(f"{model} on {tokens / 1e9:,.0f}B tokens: time and cost vs cluster size{scale}")
+    ax.figure.tight_layout()
+    return ax.figure, {"counts": counts, "days": days, "cost_kusd": costs}
+
+
+def published_vs_planned(rows: list[dict], ax=None):
+    """Bars of published days beside planned days (the planner at each run's implied or assumed MFU)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, [r["published_days"] for r in rows], 0.4, label="published")
+    ax.bar(x + 0.2, [r["planned_days"] for r in rows], 0.4, label="planner at MFU 40%")
+    ax.set_xticks(x, [r["run"] for r in rows], rotation=15)
+    ax.set_ylabel("training time (days)")
+    ax.set_title("Published training times beside the planner's estimate")
+    ax.legend()
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def phase_costs(phases, ax=None):
+    """Cost and time of each phase of a phased scaling plan, on log axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    names = [f"{p.name}\n{p.estimate.params / 1e9:.2g}B params\n{p.data_fraction:.0%} data, {p.devices} dev"
+             for p in phases]
+    ax.bar(names, [p.estimate.cost_usd for p in phases], color="tab:purple")
+    ax.set_yscale("log")
+    ax.set_ylabel("on-demand cost (USD, log scale)")
+    for i, p in enumerate(phases):
+        ax.annotate(f"{p.estimate.days:.2g} d", (i, p.estimate.cost_usd), ha="center", va="bottom")
+    ax.set_title("Phased scaling plan: cost per phase (days above each bar)")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def memory_breakdown(model: str, instance: str, count: int, layouts: dict[str, dict], ax=None):
+    """Stacked bars of memory per device (GB) for several layouts of the same run, with the device limit."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    plans = {label: make_plan(model, 1e9, instance, count, suggest=False, **kw) for label, kw in layouts.items()}
+    parts = list(next(iter(plans.values())).memory_breakdown_gb)
+    bottom = [0.0] * len(plans)
+    for part in parts:
+        values = [p.memory_breakdown_gb[part] for p in plans.values()]
+        ax.bar(list(plans), values, bottom=bottom, label=part.replace("_", " "))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    usable = next(iter(plans.values())).usable_memory_gb
+    ax.axhline(usable, color="black", linestyle="--", label=f"usable device memory ({usable:.0f} GB)")
+    top = 3 * usable  # a linear axis keeps stacked parts honest; taller bars are cut and labelled
+    ax.set_ylim(0, top)
+    for i, total in enumerate(bottom):
+        ax.annotate(f"{total:,.0f} GB", (i, min(total, top)), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 2), textcoords="offset points", annotation_clip=False)
+    ax.set_ylabel("memory per device (GB)")
+    ax.set_title(f"{model} on {count} x {instance}: memory per device by layout", pad=14)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.tick_params(axis="x", labelsize=8)
+    ax.figure.tight_layout()
+    return ax.figure, plans

@@ -1,0 +1,76 @@
+"""Execute the course headless: every notebook, then every lab solution, with papermill.
+
+    python -m fmlab course             # or: make course
+    python -m fmlab course --only 01   # just the notebooks whose name contains "01"
+
+Each executed notebook lands in build/executed/ with its outputs; the table gives status and seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fmlab.environment import ROOT
+
+
+@dataclass
+class NotebookResult:
+    source: Path
+    output: Path
+    seconds: float
+    ok: bool
+    error: str = ""
+    records: dict = field(default_factory=dict)
+
+
+def course_notebooks(root: Path = ROOT, labs: bool = True) -> list[Path]:
+    """The course in order: notebooks/NN_*.ipynb, then labs/solutions/lab_NN_*.ipynb."""
+    found = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if labs:
+        found += sorted((root / "labs" / "solutions").glob("lab_[0-9][0-9]_*.ipynb"))
+    return found
+
+
+def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600) -> NotebookResult:
+    """Run one notebook with papermill in its own folder; never raises for a failing notebook."""
+    import papermill as pm
+
+    from fmlab.course.records import read_records
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    error = ""
+    try:
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
+                            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
+    except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
+        error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+    seconds = time.perf_counter() - start
+    records = read_records(output) if output.exists() else {}
+    return NotebookResult(notebook, output, seconds, not error, error, records)
+
+
+def run_course(output: str | Path = "build/executed", only: list[str] | None = None, labs: bool = True,
+               root: Path = ROOT) -> list[NotebookResult]:
+    out = Path(output)
+    results = []
+    for nb in course_notebooks(root, labs):
+        if only and not any(o in nb.name for o in only):
+            continue
+        sub = "labs" if nb.parent.name == "solutions" else "notebooks"
+        print(f"running {nb.relative_to(root)} ...", flush=True)
+        results.append(execute(nb, out / sub / nb.name))
+    return results
+
+
+def print_table(results: list[NotebookResult]) -> None:
+    width = max([len(r.source.name) for r in results] + [8])
+    print(f"\n{'notebook':<{width}}  status  seconds")
+    for r in results:
+        print(f"{r.source.name:<{width}}  {'ok' if r.ok else 'FAILED':<6}  {r.seconds:7.1f}")
+        if not r.ok:
+            print(f"{'':<{width}}  {r.error}")
+    total = sum(r.seconds for r in results)
+    print(f"{'total':<{width}}  {sum(r.ok for r in results)}/{len(results)} ok  {total:7.1f}")

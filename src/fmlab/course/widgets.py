@@ -1,0 +1,80 @@
+"""ipywidgets calculators for the notebooks: change an input, see days, cost and memory change.
+
+    from fmlab.course.widgets import cost_calculator
+    cost_calculator()            # in a notebook cell
+
+Each control carries a CSS class (fmlab-calc-*) and the result spans fmlab-days / fmlab-cost / fmlab-fits,
+so a browser test can drive the calculator the way a learner does.
+"""
+
+from __future__ import annotations
+
+import html
+
+from fmlab.plan import catalog
+from fmlab.plan.compute import PlanError
+from fmlab.plan.layout import make_plan
+
+LARGE_MODELS = [name for name in catalog.MODELS if not name.startswith("tiny")]
+
+
+def calculator_result(model: str, tokens_billion: float, instance: str, count: int, mfu: float,
+                      sharding: str = "full", recompute: str = "full") -> str:
+    """The calculator's output as HTML (also used without widgets, e.g. in tests)."""
+    try:
+        plan = make_plan(model, tokens_billion * 1e9, instance, count, mfu=mfu, sharding=sharding,
+                         recompute=recompute)
+    except PlanError as e:
+        return f'<div class="fmlab-error"><b>Impossible plan:</b> {html.escape(str(e))}</div>'
+    verdict = "yes" if plan.fits else "no"
+    colour = "#1a7f37" if plan.fits else "#cf222e"
+    fix = "" if plan.fits else f"<br><i>To fit: {html.escape('; '.join(plan.suggestions) or 'a larger instance')}</i>"
+    return (
+        f"<table>"
+        f"<tr><td>Parameters</td><td>{plan.params / 1e9:,.2f} B</td></tr>"
+        f"<tr><td>Training compute</td><td>{plan.train_flops:.3g} FLOPs</td></tr>"
+        f"<tr><td>Devices</td><td>{plan.devices} ({plan.instances} x {plan.instance})</td></tr>"
+        f'<tr><td>Time</td><td><b><span class="fmlab-days">{plan.days:,.1f}</span> days</b></td></tr>'
+        f'<tr><td>Cost (on-demand)</td><td><b>$<span class="fmlab-cost">{plan.cost_usd:.0f}</span></b></td></tr>'
+        f"<tr><td>Memory per device</td><td>{plan.memory_gb_per_device:,.1f} GB of "
+        f"{plan.usable_memory_gb:.0f} GB usable</td></tr>"
+        f'<tr><td>Fits</td><td style="color:{colour}"><b><span class="fmlab-fits">{verdict}</span></b>{fix}</td></tr>'
+        f"</table><small>{html.escape(plan.price_note)}</small>"
+    )
+
+
+def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instance: str = "ml.p4d.24xlarge",
+                    count: int = 16, mfu: float = 0.4, sharding: str = "full", recompute: str = "full"):
+    """Model, tokens, instance type, count, MFU -> days, cost, memory per device, fits or not."""
+    import ipywidgets as w
+
+    style = {"description_width": "150px"}
+    layout = w.Layout(width="420px")
+    controls = {
+        "model": w.Dropdown(options=LARGE_MODELS, value=model, description="Model", style=style, layout=layout),
+        "tokens_billion": w.BoundedFloatText(value=tokens_billion, min=0.001, max=100_000, step=10,
+                                             description="Tokens (billions)", style=style, layout=layout),
+        "instance": w.Dropdown(options=list(catalog.INSTANCES), value=instance, description="Instance type",
+                               style=style, layout=layout),
+        "count": w.BoundedIntText(value=count, min=1, max=4096, description="Instances (count)", style=style,
+                                  layout=layout),
+        "mfu": w.FloatSlider(value=mfu, min=0.05, max=0.7, step=0.01, description="MFU (fraction of peak)",
+                             readout_format=".0%", style=style, layout=layout),
+        "sharding": w.Dropdown(options=["none", "zero1", "zero2", "full"], value=sharding,
+                               description="Sharding", style=style, layout=layout),
+        "recompute": w.Dropdown(options=["none", "selective", "full", "offload"], value=recompute,
+                                description="Activation recompute", style=style, layout=layout),
+    }
+    css = {"tokens_billion": "tokens", "count": "count"}
+    for key, control in controls.items():
+        control.add_class(f"fmlab-calc-{css.get(key, key)}")
+    result = w.HTML()
+    result.add_class("fmlab-calc-result")
+
+    def update(_=None):
+        result.value = calculator_result(**{k: c.value for k, c in controls.items()})
+
+    for control in controls.values():
+        control.observe(update, names="value")
+    update()
+    return w.HBox([w.VBox(list(controls.values())), result])

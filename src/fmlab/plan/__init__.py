@@ -1,0 +1,20 @@
+"""Planning a pretraining run (module 1): facts as data, and the arithmetic on them.
+
+    from fmlab.plan import catalog, compute, layout
+    m = catalog.model("gpt-30b")                                     # a published model shape
+    compute.estimate_run(m, 300e9, "ml.p4d.24xlarge", 16, mfu=0.4)   # FLOPs, days, cost
+    layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, sharding="full", recompute="full")  # memory per device
+
+Files, in the order the course uses them:
+- catalog.py   instances, accelerators, model shapes and published runs, each with its source and date read
+- compute.py   parameters, FLOPs per token, training time, cost, MFU, the phased scaling plan; PlanError
+- layout.py    a parallel layout (sharding, tp, pp, recompute) and the memory it needs per device
+- decision.py  the "should you pretrain at all?" questions and their recommendation
+
+Nothing here imports torch: a plan is pure arithmetic, tested against published figures (tests/plan/test_planning.py).
+"""
+
+from fmlab.plan import catalog, compute, decision, layout
+from fmlab.plan.compute import PlanError
+
+__all__ = ["PlanError", "catalog", "compute", "decision", "layout"]

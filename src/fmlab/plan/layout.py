@@ -1,0 +1,271 @@
+"""Parallel layouts and the memory each device needs: will this run fit?
+
+A layout splits the world of devices into tensor-parallel groups (T), pipeline stages (P) and data-parallel
+replicas (the rest), and says how the data-parallel replicas shard the model states (nothing, ZeRO-1/2,
+full FSDP sharding, or hybrid sharding within groups of D).
+
+    >>> from fmlab.plan.layout import make_plan
+    >>> p = make_plan("gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, sharding="full",
+    ...               recompute="full")
+    >>> p.fits
+    True
+
+Sources:
+- model states, 2 + 2 + 12 bytes per parameter for mixed-precision Adam, and ZeRO stages 1-3:
+  Rajbhandari et al. 2020 (ZeRO), section 3 and Figure 1.
+- activation memory per layer, s*b*h*(34 + 5*a*s/h) bytes, and its recomputation variants:
+  Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Table 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from fmlab.plan import catalog, compute
+from fmlab.plan.catalog import GB, Instance, ModelPreset
+from fmlab.plan.compute import PlanError
+
+SHARDING_CHOICES = ("none", "zero1", "zero2", "full", "hybrid:D")
+RECOMPUTE_CHOICES = ("none", "selective", "full", "offload")
+WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12  # bf16 weights and grads; fp32 master + Adam m, v
+USABLE_FRACTION = 0.9  # leave ~10% of device memory for the framework, allocator slack and buffers
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How `world` devices are arranged. Validate with `check(model)`."""
+
+    world: int
+    tp: int = 1
+    pp: int = 1
+    sharding: str = "none"  # none | zero1 | zero2 | full | hybrid:D
+
+    @property
+    def dp(self) -> int:
+        return self.world // (self.tp * self.pp)
+
+    @property
+    def shard_degree(self) -> int:
+        """Over how many data-parallel ranks the sharded model states are spread."""
+        if self.sharding == "none":
+            return 1
+        if self.sharding.startswith("hybrid:"):
+            return int(self.sharding.split(":", 1)[1])
+        return self.dp
+
+    def check(self, m: ModelPreset | None = None) -> Layout:
+        """Raise PlanError naming the fix if this layout cannot be built; return self otherwise."""
+        if self.tp < 1 or self.pp < 1 or self.world < 1:
+            raise PlanError(f"degrees must be positive: world={self.world}, tp={self.tp}, pp={self.pp}")
+        if self.world % (self.tp * self.pp):
+            raise PlanError(
+                f"tp x pp = {self.tp} x {self.pp} = {self.tp * self.pp} does not divide the {self.world} devices: "
+                f"choose degrees whose product divides {self.world} (e.g. tp={_largest_divisor(self.world, self.tp)})")
+        if self.sharding not in ("none", "zero1", "zero2", "full") and not self.sharding.startswith("hybrid:"):
+            raise PlanError(f"sharding must be one of {', '.join(SHARDING_CHOICES)}, not {self.sharding!r}")
+        if self.sharding.startswith("hybrid:"):
+            try:
+                d = self.shard_degree
+            except ValueError:
+                raise PlanError(f"hybrid sharding needs a whole-number degree, e.g. hybrid:8, not {self.sharding!r}") from None
+            if d < 1 or self.dp % d:
+                raise PlanError(
+                    f"hybrid shard degree {d} must divide the data-parallel degree {self.dp} "
+                    f"(world {self.world} / tp {self.tp} / pp {self.pp}); try hybrid:{_largest_divisor(self.dp, d)}")
+        if m is not None:
+            if m.heads % self.tp or m.n_kv_heads % self.tp and self.tp % m.n_kv_heads:
+                raise PlanError(
+                    f"tp={self.tp} must divide {m.name}'s {m.heads} attention heads ({m.n_kv_heads} KV heads): "
+                    f"use tp={_largest_divisor(m.heads, self.tp)}")
+            if m.layers % self.pp:
+                raise PlanError(f"pp={self.pp} must divide {m.name}'s {m.layers} layers: "
+                                f"use pp={_largest_divisor(m.layers, self.pp)}")
+        return self
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def model_state_bytes(params: float, layout: Layout) -> dict[str, float]:
+    """Weights, gradients and optimizer state on ONE device, in bytes (ZeRO paper, section 3)."""
+    local = params / (layout.tp * layout.pp)
+    s = layout.shard_degree
+    w, g, o = WEIGHT_BYTES * local, GRAD_BYTES * local, OPTIMIZER_BYTES * local
+    if layout.sharding == "zero1":
+        o /= s
+    elif layout.sharding == "zero2":
+        g, o = g / s, o / s
+    elif layout.sharding == "full" or layout.sharding.startswith("hybrid:"):
+        w, g, o = w / s, g / s, o / s
+    return {"weights": w, "gradients": g, "optimizer": o}
+
+
+def activation_bytes_per_layer(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1,
+                               recompute: str = "none") -> float:
+    """Activations one transformer layer keeps for backward, 16-bit, with sequence parallelism when tp > 1.
+
+    Korthikanti et al. 2022, Table 2: none s*b*h*(34 + 5as/h)/t; selective 34*s*b*h/t; full 2*s*b*h/t
+    (only the layer input). Offloading moves even that input to host memory.
+    """
+    s, b, h, a = seq_len, micro_batch, m.hidden, m.heads
+    if recompute == "none":
+        return s * b * h * (34 + 5 * a * s / h) / tp
+    if recompute == "selective":
+        return 34 * s * b * h / tp
+    if recompute in ("full", "offload"):
+        return 2 * s * b * h / tp
+    raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, not {recompute!r}")
+
+
+def activation_bytes(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1, recompute: str = "none",
+                     offload_horizon: int = 2) -> dict[str, float]:
+    """Activation memory on the busiest device (the first pipeline stage, which holds p micro-batches of
+    L/p layers under 1F1B: the same as L layers of one micro-batch)."""
+    per_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, recompute)
+    full_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, "none")
+    if recompute == "offload":
+        stored = per_layer * min(offload_horizon, m.layers)  # only the prefetch window stays on device
+    else:
+        stored = per_layer * m.layers
+    # While a recomputed layer runs its backward, its full activations exist for that one layer.
+    working = full_layer if recompute in ("full", "offload") else 0.0
+    if recompute == "selective":
+        working = 5 * m.heads * seq_len * seq_len * micro_batch / tp
+    logits = 4 * seq_len * micro_batch * m.vocab / tp  # fp32 logits for the cross-entropy
+    return {"stored": stored, "working": working, "logits": logits}
+
+
+@dataclass
+class TrainingPlan:
+    """Everything `fmlab plan` prints: size, compute, time, cost and memory per device."""
+
+    model: str
+    params: int
+    tokens: float
+    train_flops: float
+    instance: str
+    instances: int
+    devices: int
+    mfu: float
+    days: float
+    cost_usd: float
+    layout: dict
+    micro_batch: int
+    seq_len: int
+    recompute: str
+    memory_gb_per_device: float
+    memory_breakdown_gb: dict
+    device_memory_gb: float
+    usable_memory_gb: float
+    fits: bool
+    checkpoint_gb: dict
+    price_note: str
+    suggestions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def require_fit(self) -> TrainingPlan:
+        """Raise PlanError with the changes that would make it fit, unless it fits."""
+        if not self.fits:
+            fixes = "; ".join(self.suggestions) or "use a larger-memory instance or a smaller model"
+            raise PlanError(
+                f"{self.model} needs {self.memory_gb_per_device:.1f} GB per device but {self.instance} offers "
+                f"{self.usable_memory_gb:.1f} usable GB: {fixes}")
+        return self
+
+
+def checkpoint_gb(params: float) -> dict:
+    """Size of a full training checkpoint (fp32 master weights + Adam moments) and of a bf16 export."""
+    return {"training": params * OPTIMIZER_BYTES / GB, "bf16_weights": params * WEIGHT_BYTES / GB}
+
+
+def memory_per_device(m: ModelPreset, layout: Layout, micro_batch: int = 1, seq_len: int | None = None,
+                      recompute: str = "none", offload_horizon: int = 2) -> dict[str, float]:
+    """Bytes on one device, by part: weights, gradients, optimizer, activations (stored, working, logits)."""
+    seq_len = seq_len or m.seq_len
+    states = model_state_bytes(compute.param_count(m), layout)
+    acts = activation_bytes(m, micro_batch, seq_len, layout.tp, recompute, offload_horizon)
+    return {**states, **{f"activations_{k}": v for k, v in acts.items()}}
+
+
+def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
+              mfu: float = 0.4, sharding: str = "none", tp: int = 1, pp: int = 1, micro_batch: int = 1,
+              seq_len: int | None = None, recompute: str = "none", suggest: bool = True) -> TrainingPlan:
+    """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big."""
+    m = catalog.model(model) if isinstance(model, str) else model
+    inst = catalog.instance(instance) if isinstance(instance, str) else instance
+    if instances < 1:
+        raise PlanError(f"instance count must be at least 1, got {instances}")
+    layout = Layout(instances * inst.accelerators, tp, pp, sharding).check(m)
+    seq_len = seq_len or m.seq_len
+    run = compute.estimate_run(m, tokens, inst, instances, mfu)
+    parts = memory_per_device(m, layout, micro_batch, seq_len, recompute)
+    total_gb = sum(parts.values()) / GB
+    usable = inst.device_memory_gb * USABLE_FRACTION
+    plan = TrainingPlan(
+        model=m.name, params=run.params, tokens=tokens, train_flops=run.train_flops, instance=inst.name,
+        instances=instances, devices=run.devices, mfu=mfu, days=run.days, cost_usd=run.cost_usd,
+        layout={"world": layout.world, "tp": tp, "pp": pp, "dp": layout.dp, "sharding": sharding,
+                "shard_degree": layout.shard_degree},
+        micro_batch=micro_batch, seq_len=seq_len, recompute=recompute, memory_gb_per_device=total_gb,
+        memory_breakdown_gb={k: v / GB for k, v in parts.items()}, device_memory_gb=inst.device_memory_gb,
+        usable_memory_gb=usable, fits=total_gb <= usable, checkpoint_gb=checkpoint_gb(run.params),
+        price_note=f"${inst.price_per_hour}/h per instance, on-demand, {inst.price_region}, read {inst.price_date}",
+    )
+    if not plan.fits and suggest:
+        plan.suggestions = suggest_fixes(m, tokens, inst, instances, mfu=mfu, sharding=sharding, tp=tp, pp=pp,
+                                         micro_batch=micro_batch, seq_len=seq_len, recompute=recompute)
+    return plan
+
+
+def suggest_fixes(m: ModelPreset, tokens: float, inst: Instance, instances: int, **current) -> list[str]:
+    """Single changes to the plan that make it fit, cheapest to try first."""
+    tries: list[tuple[str, dict]] = []
+    if current["sharding"] != "full":
+        tries.append(("shard the model states across all data-parallel ranks (--sharding full)", {"sharding": "full"}))
+    for r in ("selective", "full", "offload"):
+        if RECOMPUTE_CHOICES.index(r) > RECOMPUTE_CHOICES.index(current["recompute"]):
+            tries.append((f"recompute activations (--recompute {r})", {"recompute": r}))
+    tp = current["tp"]
+    while tp * 2 <= inst.accelerators:
+        tp *= 2
+        tries.append((f"tensor parallelism within the node (--tp {tp})", {"tp": tp}))
+    for extra in (2, 4):
+        tries.append((f"{instances * extra} instances instead of {instances}", {"instances": instances * extra}))
+    out = []
+    for text, change in tries:
+        args = {**current, **change}
+        n = args.pop("instances", instances)
+        try:
+            if make_plan(m, tokens, inst, n, suggest=False, **args).fits:
+                out.append(text)
+        except PlanError:
+            continue
+        if len(out) == 3:
+            break
+    if not out:
+        out.extend(_combined_fix(m, tokens, inst, instances, current))
+    return out
+
+
+def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int, current: dict) -> list[str]:
+    """When no single change is enough: full sharding + full recompute, then the instance count that fits."""
+    both = {**current, "sharding": "full", "recompute": "full"}
+    n = instances
+    while n <= instances * 64:
+        try:
+            if make_plan(m, tokens, inst, n, suggest=False, **both).fits:
+                if n == instances:
+                    return ["shard and recompute together (--sharding full --recompute full)"]
+                return [f"shard and recompute together on at least {n} instances "
+                        f"(--sharding full --recompute full --count {n})"]
+        except PlanError:
+            pass
+        n *= 2
+    return [f"{m.name} does not fit on {inst.name} even fully sharded with recomputation on {instances * 64} "
+            f"instances: use a larger-memory instance or tensor/pipeline parallelism"]

@@ -1,0 +1,31 @@
+"""The training entry point and everything a run needs: config, loop, logs, checkpoints.
+
+    python -m fmlab.train --model tiny --max-steps 20                        # one process
+    torchrun --nproc-per-node 2 -m fmlab.train --model tiny --sharding full  # two gloo processes on a CPU
+    from fmlab.train import TrainConfig, train                               # the same, from Python
+
+Files, in the order data flows through a run:
+- config.py             TrainConfig: flags, SageMaker's extra arguments and SM_* defaults, the LR schedule
+- loop.py               train(): data -> model -> parallelize -> steps -> checkpoints; main() parses the flags
+- log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL)
+- checkpoint.py         sharded DCP checkpoints: atomic commit, keep-last-N, resume, damage set aside
+- checkpoint_format.py  what a checkpoint folder holds (metadata, RNG state, extra state) and its checks
+- local.py              torchrun_train(): run the entry point here with N processes (notebooks)
+
+The names below are loaded on first use, so `fmlab.train.log` stays light for the jobs layer.
+"""
+
+import importlib
+
+_EXPORTS = {"TrainConfig": "config", "TrainConfigError": "config", "parse_config": "config",
+            "sagemaker_defaults": "config", "warmup_cosine": "config",
+            "TrainResult": "loop", "train": "loop", "main": "loop", "build_optimizer": "loop",
+            "torchrun_train": "local"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"fmlab.train.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'fmlab.train' has no attribute {name!r}")

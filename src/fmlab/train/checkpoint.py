@@ -1,0 +1,403 @@
+"""Training checkpoints: sharded with torch.distributed.checkpoint, committed atomically, resumed exactly.
+
+    from fmlab.train.checkpoint import Checkpointer, export_hf
+    ckpt = Checkpointer("/opt/ml/checkpoints", keep_last=3)
+    ckpt.save(step, model, optimizer, scheduler, sampler)   # every rank calls it: it is a collective
+    state = ckpt.resume(model, optimizer, scheduler, sampler)  # the newest complete checkpoint, or None
+    export_hf(model, "/opt/ml/model")                        # config.json + model.safetensors for transformers
+
+One checkpoint is one folder; each rank writes only its own shards, whatever the layout (DDP, FSDP2, TP):
+```
+step_00000020/
+  .metadata, __0_0.distcp, __1_0.distcp   model and optimizer tensors (DCP, each rank its own shards)
+  trainer.json                            step, optimizer hyper-parameters, LR scheduler, caller's extras
+  rank_00000.json, rank_00001.json        each rank's data position (sampler state) and RNG states
+  COMPLETE                                written last: every file with its size
+.incomplete-step_00000030/                a save in progress, or killed mid-way: never picked
+corrupt-step_00000040/                    complete once, damaged since (e.g. a partial S3 sync): set aside, kept
+```
+A save goes to `.incomplete-step_N`, is renamed to `step_N` once every rank has written, and only then gets its
+COMPLETE marker; a job killed mid-save resumes from the previous checkpoint. `resume` loads the newest complete
+checkpoint and stops with a clear error if its files do not check out; `newest_intact` (what `fmlab.train
+--resume auto` uses) instead sets such a damaged checkpoint aside and falls back to the newest one that checks out. Older checkpoints beyond `keep_last` are deleted only after a newer one
+is complete. Nothing is ever deleted when a checkpoint fails to load.
+
+Safety: loading never unpickles arbitrary objects. Tensors are read with `torch.load(weights_only=True)`
+(DCP's reader), the DCP index (`.metadata`) with an unpickler that admits only DCP's own metadata classes, and
+everything else is JSON. A state that is not all tensors is refused at save time rather than pickled.
+Run the tests: `.venv/bin/pytest tests/train/test_checkpoint.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fmlab.train.checkpoint_format import (
+    CheckpointError,
+    json_ready,
+    quiet_single_process,
+    require_tensors,
+    restore_groups,
+    rng_state,
+    safe_reader,
+    set_rng_state,
+    write_json,
+)
+
+PREFIX = "step_"
+INCOMPLETE = ".incomplete-"
+CORRUPT = "corrupt-"  # a complete checkpoint whose files no longer check out, set aside by `newest_intact`
+MARKER = "COMPLETE"
+TRAINER_FILE = "trainer.json"
+
+
+# ---------------------------------------------------------------- process-group helpers (a world of 1 works)
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _rank() -> int:
+    d = _dist()
+    return d.get_rank() if d else 0
+
+
+def _world() -> int:
+    d = _dist()
+    return d.get_world_size() if d else 1
+
+
+def _barrier() -> None:
+    d = _dist()
+    if d:
+        d.barrier()
+
+
+def _node_leader() -> bool:
+    """One process per machine: it creates and renames folders on that machine's disk (/opt/ml/checkpoints is
+    per instance on SageMaker, synced to one S3 prefix; on a shared file system the leaders race harmlessly)."""
+    return int(os.environ.get("LOCAL_RANK", _rank())) == 0
+
+
+def _gather(obj: Any) -> list[Any]:
+    d = _dist()
+    if not d:
+        return [obj]
+    out: list[Any] = [None] * d.get_world_size()
+    d.all_gather_object(out, obj)  # in-memory, between this job's own processes
+    return out
+
+
+def from_rank0(value: Any) -> Any:
+    """Rank 0's `value` on every rank (e.g. which checkpoint to resume, when disks differ between machines)."""
+    return _gather(value)[0]
+
+
+# ---------------------------------------------------------------- what a checkpoint folder holds
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A complete checkpoint on disk."""
+
+    path: Path
+    step: int
+    world_size: int
+    files: dict[str, int]  # file name -> size in bytes
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.files.values())
+
+
+def _step_of(path: Path) -> int | None:
+    name = path.name
+    if not name.startswith(PREFIX):
+        return None
+    try:
+        return int(name[len(PREFIX):])
+    except ValueError:
+        return None
+
+
+def read_marker(path: str | Path) -> CheckpointInfo:
+    """The COMPLETE marker of one checkpoint; CheckpointError if it is missing or unreadable."""
+    path = Path(path)
+    marker = path / MARKER
+    if not marker.is_file():
+        raise CheckpointError(f"{path} is not a complete checkpoint (no {MARKER} marker: the save did not finish). "
+                              f"Resume from an earlier step_* folder; this one is never picked automatically")
+    try:
+        info = json.loads(marker.read_text())
+        return CheckpointInfo(path, int(info["step"]), int(info["world_size"]), dict(info["files"]))
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{marker} is unreadable ({e}): treat {path} as incomplete and resume from an "
+                              f"earlier checkpoint") from None
+
+
+def _damage(info: CheckpointInfo) -> list[str]:
+    """What differs from the marker: files missing, or of another size than was written."""
+    problems = []
+    for name, size in sorted(info.files.items()):
+        f = info.path / name
+        if not f.is_file():
+            problems.append(f"{name} is missing")
+        elif f.stat().st_size != size:
+            problems.append(f"{name} is {f.stat().st_size:,} bytes, {size:,} were written")
+    return problems
+
+
+def verify(path: str | Path) -> CheckpointInfo:
+    """Check that every file the marker lists is there with its recorded size; raise CheckpointError if not."""
+    info = read_marker(path)
+    problems = _damage(info)
+    if problems:
+        earlier = [c.path.name for c in complete_checkpoints(info.path.parent) if c.step < info.step]
+        raise CheckpointError(
+            f"checkpoint {info.path} is corrupt: {'; '.join(problems[:4])}. Nothing was deleted. Copy it back "
+            f"intact (e.g. from its S3 prefix), or move this folder aside to resume from the previous complete "
+            f"checkpoint ({earlier[-1] if earlier else 'there is none'})")
+    return info
+
+
+def complete_checkpoints(folder: str | Path) -> list[CheckpointInfo]:
+    """Every checkpoint in `folder` with a readable COMPLETE marker, oldest first (files are not re-checked)."""
+    folder = Path(folder)
+    found = []
+    if folder.is_dir():
+        for p in folder.iterdir():
+            if p.is_dir() and _step_of(p) is not None and (p / MARKER).is_file():
+                try:
+                    found.append(read_marker(p))
+                except CheckpointError:
+                    continue
+    return sorted(found, key=lambda i: i.step)
+
+
+def latest(folder: str | Path) -> Path | None:
+    """The newest complete checkpoint in `folder`, or None."""
+    found = complete_checkpoints(folder)
+    return found[-1].path if found else None
+
+
+def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
+    """The newest complete checkpoint whose files check out, and a note for each damaged newer one set aside.
+
+    Rank 0 decides (machines' disks may differ) and every machine's leader renames each damaged checkpoint to
+    corrupt-step_N: kept for inspection, never resumed or pruned, and its step can be saved again. A collective:
+    every rank calls it. Raises CheckpointError when checkpoints exist but none checks out."""
+    folder = Path(folder)
+    decision = None
+    if _rank() == 0:
+        chosen, damaged = None, []
+        for info in reversed(complete_checkpoints(folder)):
+            problems = _damage(info)
+            if not problems:
+                chosen = info.path
+                break
+            damaged.append((info.path.name, f"checkpoint {info.path} is corrupt: {'; '.join(problems[:4])}"))
+        decision = (str(chosen) if chosen else None, damaged)
+    chosen, damaged = from_rank0(decision)
+    notes = []
+    if _node_leader():
+        for name, _ in damaged:
+            target = folder / f"{CORRUPT}{name}"
+            if target.exists():
+                target = folder / f"{CORRUPT}{name}-{int(time.time())}"
+            if (folder / name).exists():
+                (folder / name).rename(target)
+    _barrier()
+    for name, reason in damaged:
+        notes.append(f"{reason}; set aside as {CORRUPT}{name} (kept, not deleted)")
+    if damaged and chosen is None:
+        raise CheckpointError(f"every checkpoint in {folder} is damaged: " + " | ".join(notes)
+                              + ". Restore one from its S3 copy, or start over with --resume none")
+    return (Path(chosen) if chosen else None), notes
+
+
+# ---------------------------------------------------------------- save and load
+
+
+@dataclass
+class Checkpointer:
+    """Save, prune and resume the checkpoints of one training run in `folder`."""
+
+    folder: str | Path
+    keep_last: int = 3
+    saved: list[Path] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.folder = Path(self.folder)
+        if self.keep_last < 1:
+            raise CheckpointError(f"keep_last must be at least 1 (the checkpoint you resume from), got {self.keep_last}")
+
+    def path_for(self, step: int) -> Path:
+        return self.folder / f"{PREFIX}{step:08d}"
+
+    def save(self, step: int, model, optimizer, scheduler=None, sampler=None, extra: dict | None = None) -> Path:
+        """Write a checkpoint of this step on every rank, commit it atomically, prune old ones; returns its path."""
+        from torch.distributed.checkpoint import FileSystemWriter
+        from torch.distributed.checkpoint import save as dcp_save
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        final, tmp = self.path_for(step), self.folder / f"{INCOMPLETE}{PREFIX}{step:08d}"
+        rank, world = _rank(), _world()
+        if (final / MARKER).is_file():
+            return final  # this step is already safely on disk (e.g. the last periodic save equals the final one)
+        model_state, optim_state = get_state_dict(model, optimizer)
+        tensors = {"model": model_state, "optim": optim_state["state"]}
+        require_tensors(tensors, "state")
+        trainer = json_ready({"step": step, "world_size": world, "saved_at": time.time(),
+                               "param_groups": optim_state["param_groups"],
+                               "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                               "extra": extra or {}}, "trainer")
+        per_rank = json_ready({"rank": rank, "sampler": sampler.state_dict() if sampler is not None else None,
+                                "rng": rng_state()}, f"rank {rank}")
+        if _node_leader():
+            shutil.rmtree(tmp, ignore_errors=True)  # leftovers of a save that was killed
+            if final.exists():
+                shutil.rmtree(final)  # a folder without its marker was never complete
+            tmp.mkdir(parents=True, exist_ok=True)
+        _barrier()
+        with quiet_single_process():
+            dcp_save(tensors, storage_writer=FileSystemWriter(tmp), no_dist=_dist() is None)
+        write_json(tmp / f"rank_{rank:05d}.json", per_rank)
+        if rank == 0:
+            write_json(tmp / TRAINER_FILE, trainer)
+        mine = {p.name: p.stat().st_size for p in tmp.iterdir()
+                if p.name.startswith(f"__{rank}_") or p.name == f"rank_{rank:05d}.json"
+                or (rank == 0 and p.name in (".metadata", TRAINER_FILE))}
+        files = {k: v for part in _gather(mine) for k, v in part.items()}
+        _barrier()
+        if _node_leader() and tmp.exists():
+            try:
+                tmp.rename(final)  # atomic on one file system
+            except FileNotFoundError:
+                pass  # another node's leader renamed the shared folder first
+        _barrier()
+        doomed: list[str] = []
+        if rank == 0:
+            write_json(final / MARKER, {"step": step, "world_size": world, "files": files}, atomic=True)
+            doomed = self._to_prune(step)
+        doomed = from_rank0(doomed)  # rank 0's decision, so every machine prunes its own copy alike
+        if _node_leader():
+            for name in doomed:
+                shutil.rmtree(self.folder / name, ignore_errors=True)
+        _barrier()
+        self.saved.append(final)
+        return final
+
+    def _to_prune(self, newest: int) -> list[str]:
+        """Folders to delete once checkpoint `newest` is complete: complete ones beyond keep_last, and saves
+        that were killed before it (they hold nothing that was ever complete)."""
+        done = complete_checkpoints(self.folder)
+        names = [info.path.name for info in done[:-self.keep_last]]
+        for p in self.folder.glob(f"{INCOMPLETE}{PREFIX}*"):
+            step = _step_of(Path(p.name[len(INCOMPLETE):]))
+            if step is not None and step < newest:
+                names.append(p.name)
+        return names
+
+    def load(self, path: str | Path, model, optimizer, scheduler=None, sampler=None) -> dict:
+        """Restore everything from checkpoint `path` in place; returns trainer.json (step, extra, ...)."""
+        from torch.distributed.checkpoint import load as dcp_load
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        info = verify(path)
+        trainer = json.loads((info.path / TRAINER_FILE).read_text())
+        model_state, optim_state = get_state_dict(model, optimizer)
+        tensors = {"model": model_state, "optim": optim_state["state"]}
+        reader = safe_reader(info.path)
+        reader.read_metadata()  # the restricted unpickler: a refusal surfaces here, not wrapped by DCP
+        try:
+            with quiet_single_process():
+                dcp_load(tensors, storage_reader=reader, no_dist=_dist() is None)
+        except CheckpointError:
+            raise
+        except Exception as e:  # DCP wraps per-rank failures; say which checkpoint and what to do
+            raise CheckpointError(f"could not load {info.path}: {type(e).__name__}: {str(e).strip()[:400]}. Nothing "
+                                  f"was deleted; check the model and layout match the checkpointed run, or resume "
+                                  f"from an earlier checkpoint") from e
+        optim_state = {"state": tensors["optim"],
+                       "param_groups": restore_groups(trainer["param_groups"], optim_state["param_groups"])}
+        set_state_dict(model, optimizer, model_state_dict=tensors["model"], optim_state_dict=optim_state)
+        if scheduler is not None and trainer.get("scheduler") is not None:
+            scheduler.load_state_dict(trainer["scheduler"])
+        rank, world = _rank(), _world()
+        rank_file = info.path / f"rank_{rank:05d}.json"
+        if world == info.world_size:
+            per_rank = json.loads(rank_file.read_text())
+            set_rng_state(per_rank["rng"])
+        else:
+            # Resharding onto a different world: model and optimizer reshard (DCP), the data position of the
+            # sampler is taken from rank 0 when the sampler can re-split it, and RNG streams start afresh.
+            per_rank = json.loads((info.path / "rank_00000.json").read_text())
+            if rank == 0:
+                warnings.warn(f"{info.path} was saved by {info.world_size} processes and is loaded by {world}: model "
+                              f"and optimizer are resharded; data position from rank 0; RNG not restored", stacklevel=2)
+        if sampler is not None and per_rank.get("sampler") is not None:
+            sampler.load_state_dict(per_rank["sampler"])
+        return trainer
+
+    def resume(self, model, optimizer, scheduler=None, sampler=None) -> dict | None:
+        """Load the newest complete checkpoint of `folder`, if any; returns its trainer.json or None."""
+        path = latest(self.folder)
+        if path is None:
+            return None
+        return self.load(path, model, optimizer, scheduler, sampler)
+
+
+# ---------------------------------------------------------------- export for transformers
+
+
+def _hf_model(model):
+    """The transformers model inside a DDP wrapper (FSDP2 and TP change the model in place)."""
+    inner = getattr(model, "module", model)
+    if not hasattr(inner, "config"):
+        raise CheckpointError(f"export_hf needs a transformers model (with .config), got {type(inner).__name__}")
+    return inner
+
+
+def export_hf(model, out_dir: str | Path, dtype: torch.dtype | None = None) -> Path | None:
+    """Write `model` as a Hugging Face folder (config.json + model.safetensors) that `from_pretrained` loads.
+
+    A collective: every rank calls it (sharded weights are gathered); rank 0 writes and gets the folder back,
+    the other ranks get None. `dtype` (e.g. torch.bfloat16) converts the floating-point weights on the way out.
+    """
+    from safetensors.torch import save_file
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    hf = _hf_model(model)
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    out = Path(out_dir)
+    if _rank() != 0:
+        _barrier()
+        return None
+    tied = getattr(hf, "_tied_weights_keys", None) or {}
+    if getattr(hf.config, "tie_word_embeddings", False):
+        for key in tied:  # safetensors refuses shared storage; transformers ties them again on load
+            state.pop(key, None)
+    weights = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous().cpu()
+               for k, v in state.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "model.safetensors.partial"
+    save_file(weights, str(partial), metadata={"format": "pt"})
+    os.replace(partial, out / "model.safetensors")
+    config = hf.config
+    if dtype is not None:
+        config.dtype = dtype
+    config.save_pretrained(out)
+    _barrier()
+    return out

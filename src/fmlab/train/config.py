@@ -1,0 +1,195 @@
+"""The training entry point's settings: TrainConfig, and reading it from flags and the SageMaker contract.
+
+    cfg = parse_config(["--model", "tiny", "--max_steps", "20", "--sagemaker_program", "x"])  # unknown: ignored
+    cfg.ignored            # ['--sagemaker_program', 'x'], reported by fmlab.train
+    cfg.parallel_config()  # the fmlab.parallel.ParallelConfig of the run
+
+Sources, later winning: the TrainConfig defaults; the SageMaker contract when present (SM_CHANNEL_TRAIN ->
+data, SM_MODEL_DIR -> model_dir, SM_OUTPUT_DATA_DIR -> output_dir, SM_CHECKPOINT_DIR or FMLAB_CHECKPOINT_DIR,
+else /opt/ml/checkpoints inside a job -> checkpoint_dir, SM_HPS -> any field); the command line, where both
+`--max-steps` and SageMaker's `--max_steps` spellings work. Tested by tests/train/test_train.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
+
+
+class TrainConfigError(ValueError):
+    """A setting of the training run that cannot work, with what to change in the message."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run needs; each field is also a flag (`--micro-batch 8`) and a SageMaker hyperparameter."""
+
+    model: str = "tiny"  # catalog preset (fmlab.plan.catalog.MODELS)
+    data: str = ""  # packed dataset; default: SM_CHANNEL_TRAIN, else the course corpus (fmlab.data)
+    seq_len: int = 128  # sequence length when the course corpus is built here
+    micro_batch: int = 8  # sequences per process per forward pass
+    grad_accum: int = 1  # forward/backward passes per optimizer step
+    max_steps: int = 20  # optimizer steps of the whole run (a resumed run continues to this)
+    lr: float = 3e-3  # peak learning rate
+    warmup_steps: int = 5  # linear warm-up, then cosine decay to min_lr_ratio * lr
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1  # AdamW, on matrices only (not norms or biases)
+    grad_clip: float = 1.0  # global gradient-norm clipping; 0 turns it off
+    seed: int = 0  # model initialisation and data order
+    shuffle: bool = True  # shuffle the sequences each epoch
+    log_every: int = 10  # steps between log lines (each line also goes to JSONL and TensorBoard)
+    output_dir: str = ""  # metrics.jsonl, tensorboard/, summary.json; default: SM_OUTPUT_DATA_DIR
+    tensorboard: bool = True  # write TensorBoard event files under output_dir
+    model_dir: str = ""  # final model as a Hugging Face folder; default: SM_MODEL_DIR
+    checkpoint_dir: str = ""  # default: /opt/ml/checkpoints in a SageMaker job; none locally
+    checkpoint_every: int = 0  # steps between checkpoints; 0: only at the end (when checkpoint_dir is set)
+    keep_checkpoints: int = 3  # the newest N complete checkpoints are kept
+    resume: str = "auto"  # "auto": newest complete checkpoint in checkpoint_dir; "none"; or a checkpoint path
+    stop_after: int = 0  # stop after this step as if the job were killed (resume drills); 0: run to max_steps
+    peak_tflops: float = 0.0  # device peak for MFU; 0: from the instance type or GPU name (none on a CPU)
+    save_first_grads: str = ""  # write step 1's gradients (after DDP's all-reduce) to this safetensors file
+    # the parallel layout (fmlab.parallel.ParallelConfig)
+    sharding: str = "none"  # none (DDP when world > 1) | full (FSDP) | hybrid
+    hybrid_shard_degree: int = 0
+    tp: int = 1
+    activation_checkpointing: str = "none"  # none | full | selective
+    activation_offloading: bool = False
+    offload_horizon: int = 2
+    mixed_precision: str = "auto"  # auto | bf16 | fp32
+    backend: str = "auto"  # auto | gloo | nccl | smddp
+    mp_parameters: str = ""  # SMP v2 settings as JSON; when given they set the layout
+    ignored: list[str] = field(default_factory=list)  # arguments seen but not understood (reported)
+
+    def parallel_config(self):
+        """The ParallelConfig of this run: from --mp_parameters when given, else from the layout flags."""
+        from fmlab.parallel import ParallelConfig, from_mp_parameters
+
+        if self.mp_parameters:
+            cfg = from_mp_parameters(self.mp_parameters)
+            cfg.mixed_precision, cfg.backend = self.mixed_precision, self.backend
+            if cfg.activation_checkpointing == "none":
+                cfg.activation_checkpointing = self.activation_checkpointing
+            return cfg
+        return ParallelConfig(sharding=self.sharding, hybrid_shard_degree=self.hybrid_shard_degree, tp=self.tp,
+                              activation_checkpointing=self.activation_checkpointing,
+                              activation_offloading=self.activation_offloading, offload_horizon=self.offload_horizon,
+                              mixed_precision=self.mixed_precision, backend=self.backend)
+
+
+# ---------------------------------------------------------------- reading the configuration
+
+
+def _bool(text) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name != "ignored"}
+
+
+def _convert(name: str, value):
+    """A flag or hyperparameter value (often a string) as the field's type, with an error naming the field."""
+    kind = type(_FIELDS[name].default)
+    if isinstance(value, dict | list):
+        return json.dumps(value) if kind is str else value
+    try:
+        return _bool(value) if kind is bool else kind(value)
+    except (TypeError, ValueError, argparse.ArgumentTypeError):
+        raise TrainConfigError(f"--{name.replace('_', '-')} expects a {kind.__name__}, got {value!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fmlab.train", description="fmlab's training entry point",
+                                allow_abbrev=False)  # an unknown --max must not be taken for --max-steps
+    for name, f in _FIELDS.items():
+        flags = sorted({f"--{name.replace('_', '-')}", f"--{name}"})
+        if isinstance(f.default, bool):
+            p.add_argument(*flags, dest=name, nargs="?", const="true", default=None, type=str, metavar="BOOL",
+                           help=f"default: {f.default}")
+        else:
+            p.add_argument(*flags, dest=name, default=None, type=str, metavar=type(f.default).__name__.upper(),
+                           help=f"default: {f.default!r}")
+    return p
+
+
+def sagemaker_defaults(env: dict | None = None) -> dict:
+    """Settings the SageMaker training contract gives through the environment (empty outside SageMaker)."""
+    env = os.environ if env is None else env
+    found: dict = {}
+    for var, name in (("SM_CHANNEL_TRAIN", "data"), ("SM_MODEL_DIR", "model_dir"),
+                      ("SM_OUTPUT_DATA_DIR", "output_dir")):
+        if env.get(var):
+            found[name] = env[var]
+    override = env.get("FMLAB_CHECKPOINT_DIR") or env.get("SM_CHECKPOINT_DIR")
+    if override:
+        found["checkpoint_dir"] = override
+    elif ("SM_MODEL_DIR" in env or "SM_TRAINING_ENV" in env) and Path(SAGEMAKER_CHECKPOINTS).is_dir():
+        found["checkpoint_dir"] = SAGEMAKER_CHECKPOINTS  # CheckpointConfig syncs it with S3
+    ignored = []
+    if env.get("SM_HPS"):
+        try:
+            hps = json.loads(env["SM_HPS"])
+        except json.JSONDecodeError:
+            raise TrainConfigError(f"SM_HPS is not JSON: {env['SM_HPS'][:200]!r}") from None
+        for key, value in hps.items():
+            name = key.lstrip("-").replace("-", "_")
+            if name in _FIELDS:
+                found[name] = _convert(name, value)
+            else:
+                ignored.append(key)
+    if ignored:
+        found["ignored"] = ignored
+    return found
+
+
+def parse_config(argv: list[str] | None = None, env: dict | None = None) -> TrainConfig:
+    """TrainConfig from defaults < SageMaker environment < command line; unknown arguments are kept in .ignored."""
+    values = sagemaker_defaults(env)
+    ignored = list(values.pop("ignored", []))
+    args, unknown = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    for name, value in vars(args).items():
+        if value is not None:
+            values[name] = _convert(name, value)
+    ignored = [k for k in ignored if f"--{k}" not in unknown]  # SageMaker passes each hyperparameter both ways
+    return TrainConfig(**values, ignored=ignored + unknown)
+
+
+def adopt_mpi_environment(env: dict | None = None) -> bool:
+    """Under `mpirun` (SDK v3's `MPI` launcher, needed for SMDDP's AllReduce) set the torchrun variables that
+    torch.distributed reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) from Open MPI's and
+    SageMaker's; True if it did. Nothing changes under torchrun or in a single process."""
+    env = os.environ if env is None else env
+    if "WORLD_SIZE" in env or "OMPI_COMM_WORLD_SIZE" not in env:
+        return False
+    env["RANK"] = env["OMPI_COMM_WORLD_RANK"]
+    env["WORLD_SIZE"] = env["OMPI_COMM_WORLD_SIZE"]
+    env["LOCAL_RANK"] = env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")
+    env["LOCAL_WORLD_SIZE"] = env.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
+    hosts = json.loads(env.get("SM_HOSTS", "[]") or "[]")
+    env.setdefault("MASTER_ADDR", env.get("SM_MASTER_ADDR") or (hosts[0] if hosts else "127.0.0.1"))
+    env.setdefault("MASTER_PORT", env.get("SM_MASTER_PORT") or "29500")
+    return True
+
+
+def warmup_cosine(step: int, warmup_steps: int, max_steps: int, floor: float = 0.1) -> float:
+    """The learning-rate multiplier at `step` (0-based): linear warm-up over warmup_steps, then a cosine from 1
+    down to `floor` at max_steps. fmlab.train and the trn1 script (fmlab.neuron.train) both schedule with it."""
+    import math
+
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))

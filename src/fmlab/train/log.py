@@ -1,0 +1,127 @@
+"""What the training entry point reports: one parseable line per log step, a JSONL file and TensorBoard events.
+
+    log = TrainLog(output_dir, flops_per_token=..., world_size=2, peak_tflops=312.0)
+    log.step(step=10, loss=5.12, lr=3e-3, tokens=40960, seconds=1.7)
+    # stdout: step=10 loss=5.1200 lr=3.000e-03 tokens_per_s=24094 tflops=0.0012 mfu=0.0000 ...
+
+The stdout line is what SageMaker's metric definitions read (see METRIC_DEFINITIONS, regexes over it);
+`metrics.jsonl` holds the same numbers for notebooks; TensorBoard files go to `<output_dir>/tensorboard`.
+Throughput is model FLOPs (fmlab.plan.compute.flops_per_token: 6N + attention, PaLM appendix B) per device
+per second, and MFU is that over the device's dense bf16 peak from the catalog (or --peak-tflops).
+Only rank 0 writes; the other ranks' TrainLog is silent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# For SDK v3 ModelTrainer / CreateTrainingJob AlgorithmSpecification.MetricDefinitions.
+_NUMBER = r"([-+0-9.eE]+|nan)"
+METRIC_DEFINITIONS = [
+    {"Name": "train:loss", "Regex": rf"step=\d+ loss={_NUMBER}"},
+    {"Name": "train:lr", "Regex": rf" lr={_NUMBER}"},
+    {"Name": "train:tokens_per_s", "Regex": rf" tokens_per_s={_NUMBER}"},
+    {"Name": "train:tflops_per_device", "Regex": rf" tflops={_NUMBER}"},
+    {"Name": "train:mfu", "Regex": rf" mfu={_NUMBER}"},
+]
+
+
+def peak_tflops_of(device, override: float = 0.0) -> float | None:
+    """Dense bf16 peak TFLOP/s of one device: the override, else the SageMaker instance type (catalog), else the
+    GPU's name (catalog.ACCELERATOR_PEAK_TFLOPS); None for a CPU or an unknown device."""
+    from fmlab.plan import catalog
+
+    if override > 0:
+        return override
+    instance = os.environ.get("SM_CURRENT_INSTANCE_TYPE", "")
+    if instance in catalog.INSTANCES:
+        return catalog.INSTANCES[instance].peak_tflops_bf16
+    if getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(device)
+        for key, peak in catalog.ACCELERATOR_PEAK_TFLOPS.items():
+            if key in name:
+                return peak
+    return None
+
+
+def format_line(record: dict) -> str:
+    """`step=10 loss=5.1234 lr=3.000e-03 tokens_per_s=24094 tflops=0.0012 mfu=0.0000 step_s=0.170 data_s=0.002`."""
+    def num(v, fmt):
+        return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    return (f"step={record['step']} loss={num(record['loss'], '.4f')} lr={num(record['lr'], '.3e')} "
+            f"tokens_per_s={num(record['tokens_per_s'], '.1f')} tflops={num(record['tflops'], '.4g')} "
+            f"mfu={num(record['mfu'], '.4f')} step_s={num(record['step_s'], '.4f')} "
+            f"data_s={num(record['data_s'], '.4f')}")
+
+
+@dataclass
+class TrainLog:
+    """Rank 0's log of one run; `records` keeps every logged step in memory too."""
+
+    output_dir: str | Path | None
+    flops_per_token: float
+    world_size: int
+    peak_tflops: float | None = None
+    rank: int = 0
+    tensorboard: bool = True
+    records: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._jsonl = None
+        self._writer = None
+        if self.rank != 0 or not self.output_dir:
+            return
+        out = Path(self.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(out / "metrics.jsonl", "a")
+        if self.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is an optional extra (`pip install fmlab[course]`)
+                print("note: tensorboard is not installed; writing stdout and metrics.jsonl only", flush=True)
+            else:
+                self._writer = SummaryWriter(str(out / "tensorboard"))
+
+    def step(self, step: int, loss: float, lr: float, tokens: int, seconds: float, data_seconds: float = 0.0,
+             steps: int = 1) -> dict:
+        """Log `steps` optimizer steps ending at `step` that processed `tokens` (all ranks) in `seconds`."""
+        tokens_per_s = tokens / seconds if seconds > 0 else float("nan")
+        tflops = self.flops_per_token * tokens_per_s / self.world_size / 1e12
+        mfu = tflops / self.peak_tflops if self.peak_tflops else None
+        record = {"step": step, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s, "tflops": tflops, "mfu": mfu,
+                  "step_s": seconds / steps, "data_s": data_seconds / steps, "tokens": tokens}
+        self.records.append(record)
+        if self.rank != 0:
+            return record
+        print(format_line(record), flush=True)
+        if self._jsonl:
+            self._jsonl.write(json.dumps(record) + "\n")
+            self._jsonl.flush()
+        if self._writer:
+            for name in ("loss", "lr", "tokens_per_s", "tflops", "mfu"):
+                if record[name] is not None:
+                    self._writer.add_scalar(f"train/{name}", record[name], step)
+        return record
+
+    def close(self) -> None:
+        if self._jsonl:
+            self._jsonl.close()
+            self._jsonl = None
+        if self._writer:
+            self._writer.close()
+            self._writer = None
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """The records of a metrics.jsonl file (or of the folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

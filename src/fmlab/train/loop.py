@@ -1,0 +1,323 @@
+"""THE training entry point: the same script on a laptop CPU under torchrun and inside a SageMaker training job.
+
+    python -m fmlab.train --model tiny --max-steps 20                       # one process
+    torchrun --nproc-per-node 2 -m fmlab.train --model tiny --sharding full # two gloo processes on a CPU
+    # SageMaker: entrypoints/train.py (SourceCode's entry script) calls main(); see fmlab.jobs
+
+Where it reads its settings, later winning: the TrainConfig defaults; the SageMaker contract when present
+(SM_CHANNEL_TRAIN -> data, SM_MODEL_DIR -> model_dir, SM_OUTPUT_DATA_DIR -> output_dir, /opt/ml/checkpoints
+or SM_CHECKPOINT_DIR / FMLAB_CHECKPOINT_DIR -> checkpoint_dir, SM_HPS -> any field); the command line, where
+both `--max-steps` and SageMaker's `--max_steps` spellings work. Arguments it does not know (SageMaker adds
+some) are reported and ignored. `--mp_parameters` (SMP v2's JSON) sets the parallel layout
+(fmlab.parallel.from_mp_parameters).
+
+It logs loss, learning rate, tokens/s, model TFLOP/s per device and MFU (fmlab.train.log), checkpoints every
+`--checkpoint-every` steps (fmlab.train.checkpoint: sharded, atomic, resumable), resumes from the newest complete
+checkpoint, and exports the final model as a Hugging Face folder to the model dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fmlab.train.config import (
+    TrainConfig,
+    TrainConfigError,
+    adopt_mpi_environment,
+    parse_config,
+    sagemaker_defaults,
+    warmup_cosine,
+)
+
+__all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train", "main"]
+
+# ---------------------------------------------------------------- the run
+
+
+@dataclass
+class TrainResult:
+    """What a run did, for notebooks and tests (rank 0 has the full picture)."""
+
+    steps: int  # the last step trained
+    start_step: int  # 0, or the step the run resumed from
+    losses: dict[int, float]  # step -> mean loss over all data-parallel ranks (log steps only)
+    records: list[dict]
+    tokens_per_s: float  # steady state: every step after the first of this run
+    tflops_per_device: float
+    mfu: float | None
+    world_size: int
+    seconds: float
+    interrupted: bool = False
+    checkpoint: str = ""
+    model_dir: str = ""
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of cfg.lr at `step` (0-based): linear warm-up, then cosine decay to min_lr_ratio."""
+    return warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
+
+
+def build_optimizer(model, cfg: TrainConfig):
+    """AdamW with weight decay on matrices only, and its warm-up + cosine schedule."""
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
+    return optimizer, scheduler
+
+
+def open_dataset(cfg: TrainConfig, vocab: int):
+    """The packed dataset to train on, checked against the model's vocabulary."""
+    from fmlab import data
+
+    path = cfg.data or data.course_dataset(seq_len=cfg.seq_len, vocab_size=vocab)
+    ds = data.PackedDataset(path)
+    if ds.vocab_size > vocab:
+        raise TrainConfigError(f"the dataset {path} uses a vocabulary of {ds.vocab_size} tokens, more than the "
+                               f"model's {vocab}: pick a model preset with a larger vocabulary or re-tokenize the data")
+    return ds
+
+
+def batches(ds, sampler, micro_batch: int, device):
+    """Endless micro-batches [micro_batch, seq_len] in the sampler's order, epoch after epoch."""
+    import torch
+
+    while True:
+        indices = []
+        for i in sampler:
+            indices.append(i)
+            if len(indices) == micro_batch:
+                yield torch.stack([ds[j] for j in indices]).to(device, non_blocking=True)
+                indices = []
+        sampler.set_epoch(sampler.epoch + 1)
+
+
+def _clean_name(name: str) -> str:
+    for wrapper in ("module.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.", "_orig_mod."):
+        name = name.replace(wrapper, "")
+    return name
+
+
+def save_gradients(model, path: str, rank: int) -> None:
+    """Every parameter's full gradient (DTensor shards gathered) to a safetensors file, written by rank 0."""
+    from safetensors.torch import save_file
+    from torch.distributed.tensor import DTensor
+
+    grads = {}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            g = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
+            grads[_clean_name(name)] = g.detach().float().cpu().contiguous()
+    if rank == 0:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        save_file(grads, path)
+
+
+def clip_gradients(parameters, max_norm: float):
+    """Clip the global gradient norm to `max_norm`; returns the norm before clipping.
+
+    torch's clip_grad_norm_ refuses a mix of plain tensors and DTensors (tensor parallelism leaves norms and
+    biases plain; FSDP puts other parameters on another mesh), so the norm is taken per device mesh, each
+    DTensor group's norm gathered over its mesh, and the squares summed; replicated plain tensors count once.
+    """
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    groups: dict = {}
+    for p in parameters:
+        if p.grad is not None:
+            groups.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p.grad)
+    if not groups:
+        return torch.tensor(0.0)
+    norms = []
+    for grads in groups.values():
+        norm = torch.nn.utils.get_total_norm(grads)
+        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+    total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for grads in groups.values():
+        torch._foreach_mul_(grads, coef.to(grads[0].device))
+    return total
+
+
+@dataclass
+class _Run:
+    """The live objects of one run on this process."""
+
+    cfg: TrainConfig
+    dist: object
+    preset: object
+    ds: object
+    sampler: object
+    model: object
+    optimizer: object
+    scheduler: object
+    ckpt: object
+    start_step: int
+
+
+def _setup(cfg: TrainConfig) -> _Run:
+    """Join the world, check the layout, open the data, build and parallelize the model, resume if asked."""
+    from fmlab.data import ResumableSampler
+    from fmlab.models import build_model
+    from fmlab.parallel import init_distributed, parallelize
+    from fmlab.plan import catalog
+    from fmlab.train import checkpoint
+
+    preset = catalog.model(cfg.model)
+    pcfg = cfg.parallel_config()
+    adopt_mpi_environment()
+    dist = init_distributed(pcfg)
+    pcfg.check(dist.world_size, preset)
+    if dist.rank == 0 and cfg.ignored:
+        print(f"note: ignoring arguments fmlab.train does not use: {' '.join(cfg.ignored)}", flush=True)
+    if cfg.micro_batch < 1 or cfg.grad_accum < 1 or cfg.max_steps < 1 or cfg.log_every < 1:
+        raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
+    ds = open_dataset(cfg, preset.vocab)
+    if ds.seq_len > preset.seq_len:
+        raise TrainConfigError(f"sequences of {ds.seq_len} tokens are longer than {preset.name}'s context of "
+                               f"{preset.seq_len}: use --seq-len {preset.seq_len} or a preset with a longer context")
+    sampler = ResumableSampler(len(ds), dist.dp_rank, dist.dp_size, seed=cfg.seed, shuffle=cfg.shuffle,
+                               drop_last=True)
+    if len(sampler) < cfg.micro_batch:
+        raise TrainConfigError(f"each of the {dist.dp_size} data-parallel ranks gets {len(sampler)} sequences, fewer "
+                               f"than one micro-batch of {cfg.micro_batch}: lower --micro-batch or use more data")
+    model = parallelize(build_model(preset, seed=cfg.seed), pcfg, dist)
+    optimizer, scheduler = build_optimizer(model, cfg)
+
+    ckpt = checkpoint.Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
+    resume_from = ""
+    if cfg.resume not in ("auto", "none", ""):
+        resume_from = cfg.resume
+    elif cfg.resume == "auto" and ckpt is not None:
+        intact, set_aside = checkpoint.newest_intact(cfg.checkpoint_dir)  # damaged newer ones are set aside
+        resume_from = str(intact or "")
+        for note in set_aside if dist.rank == 0 else []:
+            print(f"warning: {note}", file=sys.stderr, flush=True)
+    start_step = 0
+    if resume_from:
+        loader = ckpt or checkpoint.Checkpointer(Path(resume_from).parent)
+        start_step = int(loader.load(resume_from, model, optimizer, scheduler, sampler)["step"])
+        if dist.rank == 0:
+            print(f"resumed from {resume_from} at step {start_step}", flush=True)
+    return _Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, ckpt, start_step)
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Run (or resume) training as `cfg` says, on this process's share of the world; returns what happened."""
+    import torch.distributed as tdist
+
+    logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)  # clip's 2-D norm notice
+    created_group = not (tdist.is_available() and tdist.is_initialized())
+    try:
+        return _loop(_setup(cfg), time.perf_counter())
+    finally:
+        if created_group and tdist.is_available() and tdist.is_initialized():
+            tdist.destroy_process_group()
+
+
+def _loop(run: _Run, started: float) -> TrainResult:
+    """The training steps, logging, checkpoints and the final export."""
+    import torch.distributed as tdist
+
+    from fmlab.plan import compute
+    from fmlab.train import checkpoint
+    from fmlab.train.log import TrainLog, peak_tflops_of
+
+    cfg, dist, model, optimizer, scheduler = run.cfg, run.dist, run.model, run.optimizer, run.scheduler
+    flops = compute.flops_per_token(run.preset, run.ds.seq_len)
+    log = TrainLog(cfg.output_dir or None, flops, dist.world_size, peak_tflops_of(dist.device, cfg.peak_tflops),
+                   dist.rank, cfg.tensorboard)
+    tokens_per_step = cfg.micro_batch * run.ds.seq_len * cfg.grad_accum * dist.dp_size
+    data = batches(run.ds, run.sampler, cfg.micro_batch, dist.device)
+    last_step = cfg.stop_after if 0 < cfg.stop_after < cfg.max_steps else cfg.max_steps
+    window_start, window_steps, window_data, window_loss = time.perf_counter(), 0, 0.0, None
+    steady_start, steady_steps, saved, losses = None, 0, "", {}
+    model.train()
+    for step in range(run.start_step + 1, last_step + 1):
+        for micro in range(cfg.grad_accum):
+            t = time.perf_counter()
+            x = next(data)
+            window_data += time.perf_counter() - t
+            accumulate = micro < cfg.grad_accum - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once per step
+            with model.no_sync() if accumulate else contextlib.nullcontext():
+                loss = model(input_ids=x, labels=x).loss
+                if cfg.grad_accum > 1:
+                    loss = loss / cfg.grad_accum
+                loss.backward()
+            window_loss = loss.detach() if window_loss is None else window_loss + loss.detach()
+        if step == 1 and cfg.save_first_grads:
+            save_gradients(model, cfg.save_first_grads, dist.rank)
+        if cfg.grad_clip > 0:
+            clip_gradients(model.parameters(), cfg.grad_clip)
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        window_steps += 1
+        if steady_start is None:
+            steady_start = time.perf_counter()  # the first step (warm-up, allocation) is left out of the average
+        else:
+            steady_steps += 1
+        if step % cfg.log_every == 0 or step == last_step:
+            mean_loss = window_loss / window_steps
+            if dist.world_size > 1:
+                tdist.all_reduce(mean_loss)
+                mean_loss = mean_loss / dist.world_size
+            loss_value, now = mean_loss.item(), time.perf_counter()  # .item() waits for the device
+            record = log.step(step, loss_value, lr, tokens_per_step * window_steps, now - window_start, window_data,
+                              window_steps)
+            losses[step] = record["loss"]
+            # windows tile the run: logging and checkpoint time count in the next window
+            window_start, window_steps, window_data, window_loss = now, 0, 0.0, None
+        if run.ckpt is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+            saved = str(run.ckpt.save(step, model, optimizer, scheduler, run.sampler, {"model": cfg.model}))
+    steady_seconds = time.perf_counter() - steady_start if steady_start else 0.0
+    interrupted = last_step < cfg.max_steps
+    if not interrupted and run.ckpt is not None and last_step > run.start_step:
+        saved = str(run.ckpt.save(last_step, model, optimizer, scheduler, run.sampler, {"model": cfg.model}))
+    exported = ""
+    if not interrupted and cfg.model_dir:
+        exported = str(checkpoint.export_hf(model, cfg.model_dir) or cfg.model_dir)
+    log.close()
+
+    tokens_per_s = tokens_per_step * steady_steps / steady_seconds if steady_steps else 0.0
+    tflops = flops * tokens_per_s / dist.world_size / 1e12
+    result = TrainResult(steps=last_step, start_step=run.start_step, losses=losses, records=log.records,
+                         tokens_per_s=tokens_per_s, tflops_per_device=tflops,
+                         mfu=tflops / log.peak_tflops if log.peak_tflops else None, world_size=dist.world_size,
+                         seconds=time.perf_counter() - started, interrupted=interrupted, checkpoint=saved,
+                         model_dir=exported)
+    if dist.rank == 0 and cfg.output_dir:
+        summary = {k: v for k, v in dataclasses.asdict(result).items() if k != "records"}
+        summary["config"] = dataclasses.asdict(cfg)
+        (Path(cfg.output_dir) / "summary.json").write_text(json.dumps(summary, indent=1))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: parse flags and the SageMaker environment, train; 0 on success, 2 on a bad setting."""
+    from fmlab.data import DataError
+    from fmlab.plan.compute import PlanError
+    from fmlab.train.checkpoint import CheckpointError
+
+    try:
+        train(parse_config(argv))
+    except (PlanError, CheckpointError, DataError, TrainConfigError) as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The course report: status, seconds and recorded figures per notebook and lab, with links to rendered outputs.
+
+    .venv/bin/pytest tests/course/test_report.py -v
+
+A tiny course (one notebook that records figures, one lab solution that raises) is executed with papermill in
+a temporary folder, and `fmlab course --only 01_when_to_pretrain` runs the real module 1 end to end.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from fmlab.cli import main
+from fmlab.course.records import read_records
+from fmlab.course.report import format_value, results_from_folder, write_report
+from fmlab.course.run import run_course
+
+pytestmark = pytest.mark.notebook
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def _notebook(path: Path, *sources: str) -> None:
+    nb = new_notebook(metadata={"kernelspec": KERNELSPEC})
+    params = new_code_cell("scale = 1.0")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [new_markdown_cell("# fixture"), params] + [new_code_cell(s) for s in sources]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+class _Report(HTMLParser):
+    """Rows of the report: {notebook: {"cells": [text per <td>], "links": [href]}}."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: dict[str, dict] = {}
+        self._row = None
+        self._depth = 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr" and "data-notebook" in attrs:
+            self._row = self.rows.setdefault(attrs["data-notebook"], {"cells": [], "links": []})
+        elif self._row is not None and tag == "td":
+            self._depth += 1
+            if self._depth == 1:
+                self._row["cells"].append("")
+        elif self._row is not None and tag == "a":
+            self._row["links"].append(attrs["href"])
+
+    def handle_endtag(self, tag):
+        if self._row is not None and tag == "td":
+            self._depth -= 1
+        elif tag == "table" and self._depth == 0:
+            self._row = None
+
+    def handle_data(self, data):
+        if self._row is not None and self._depth >= 1:
+            self._row["cells"][-1] += data + " "
+
+
+def _parse(report: Path) -> dict[str, dict]:
+    parser = _Report()
+    parser.feed(report.read_text())
+    return parser.rows
+
+
+@pytest.fixture(scope="module")
+def tiny_course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    _notebook(root / "notebooks" / "01_tiny.ipynb",
+              "from fmlab.course.records import record\nprint('hello from the tiny course')",
+              "record('days', 12.34 * scale)\nrecord('cost_usd', 1234567.0)\nrecord('speedup', {'2': 1.93, '4': 3.71})\n"
+              "record('fits', True)")
+    _notebook(root / "labs" / "solutions" / "lab_01_tiny.ipynb",
+              "from fmlab.course.records import record\nrecord('lab.ex1', True)", "raise ValueError('boom in the lab')")
+    results = run_course(output=root / "build" / "executed", root=root)
+    report = write_report(results, root / "build" / "course-report.html")
+    return root, results, report
+
+
+def test_report_has_status_seconds_figures_and_links(tiny_course):
+    root, results, report = tiny_course
+    rows = _parse(report)
+    assert list(rows) == ["01_tiny.ipynb", "lab_01_tiny.ipynb"]
+    for result in results:
+        name, kind, status, seconds, figures, _ = rows[result.source.name]["cells"]
+        assert status.strip() == ("ok" if result.ok else "FAILED")
+        assert seconds.strip() == f"{result.seconds:.1f}"
+        for key, value in result.records.items():
+            assert key in figures and format_value(value) in figures
+        assert kind.strip() == ("lab" if result.source.name.startswith("lab_") else "notebook")
+        (link,) = rows[result.source.name]["links"]
+        page = (report.parent / link).resolve()
+        assert page == result.output.with_suffix(".html").resolve() and page.is_file()
+    notebook_row = rows["01_tiny.ipynb"]["cells"]
+    assert "12.34" in notebook_row[4] and "1,234,567" in notebook_row[4] and "{2: 1.93, 4: 3.71}" in notebook_row[4]
+    assert "ValueError: boom in the lab" in rows["lab_01_tiny.ipynb"]["cells"][0]
+    assert "hello from the tiny course" in (root / "build" / "executed" / "notebooks" / "01_tiny.html").read_text()
+    assert "1/2 ok" in report.read_text()
+
+
+def test_report_can_be_rebuilt_from_the_executed_notebooks(tiny_course):
+    root, results, _ = tiny_course
+    again = results_from_folder(root / "build" / "executed")
+    assert [r.output.name for r in again] == [r.output.name for r in results]
+    for before, after in zip(results, again, strict=True):
+        assert (after.ok, after.records) == (before.ok, before.records)
+        assert 0 < after.seconds <= before.seconds  # papermill's own duration sits inside our wall time
+    assert again[1].error == "ValueError: boom in the lab"
+    with pytest.raises(FileNotFoundError, match="run `python -m fmlab course` first"):
+        results_from_folder(root / "nowhere")
+
+
+@pytest.mark.parametrize("value, shown", [
+    (True, "yes"), (False, "no"), (29_974_432_768, "29,974,432,768"), (592065.4, "592,065"), (40.912, "40.91"),
+    (0.41853, "0.4185"), (5.65e22, "5.650e+22"), (2e-5, "2.000e-05"), ({"8": 81.8, "16": 40.9}, "{8: 81.8, 16: 40.9}"),
+    ([1, 2.5], "[1, 2.5]"), ("continue pretraining", "continue pretraining"),
+])
+def test_format_value(value, shown):
+    assert format_value(value) == shown
+
+
+def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capsys):
+    report = tmp_path / "report.html"
+    code = main(["course", "--only", "01_when_to_pretrain", "--no-labs", "--output", str(tmp_path / "executed"),
+                 "--report", str(report)])
+    assert code == 0, capsys.readouterr().out
+    assert f"report: {report}" in capsys.readouterr().out
+    executed = tmp_path / "executed" / "notebooks" / "01_when_to_pretrain.ipynb"
+    records = read_records(executed)
+    (row,) = _parse(report).values()
+    assert row["cells"][2].strip() == "ok"
+    for key in ("target_days", "target_cost_usd"):  # days and cost of module 1, as the notebook computed them
+        assert key in row["cells"][4] and format_value(records[key]) in row["cells"][4]
+    assert (tmp_path / "executed" / "notebooks" / "01_when_to_pretrain.html").is_file()

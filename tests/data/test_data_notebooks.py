@@ -1,0 +1,39 @@
+"""Notebook 02 and lab 02 run under papermill on a slice of the corpus; assert on the figures they recorded."""
+
+import pytest
+
+from fmlab.plan import catalog, compute
+
+pytestmark = pytest.mark.notebook
+
+
+@pytest.fixture
+def local_bucket(tmp_path, monkeypatch):
+    """The notebook's kernel inherits these: S3 URIs land in a temporary local bucket."""
+    monkeypatch.setenv("FMLAB_BACKEND", "local")
+    monkeypatch.setenv("FMLAB_LOCAL_BUCKET", str(tmp_path / "bucket"))
+    return tmp_path / "bucket"
+
+
+def test_data_at_scale_notebook(run_notebook, local_bucket, tmp_path):
+    r = run_notebook("notebooks/02_data_at_scale.ipynb", corpus_mb=0.5, workers_list=[1, 2], unit_kb=32,
+                     work_dir=str(tmp_path / "work"), prepare_course_dataset=False)
+    assert r.ok, r.error
+    rec = r.records
+    assert rec["round_trip_ok"] is True and rec["vocab_size"] == 512
+    assert 1.5 < rec["bytes_per_token"] < 2.5
+    assert rec["duplicate_documents"] == 0 and 0 < rec["repeated_line_share"] < 1
+    # packing arithmetic (count_packed) = what prepare wrote = what the dataset reads
+    assert rec["expected_sequences"] == rec["num_sequences"] == rec["dataset_sequences"] > 0
+    assert rec["identical_across_workers"] is True
+    assert rec["speedup"]["1"] == 1.0 and set(rec["speedup"]) == set(rec["tokens_per_second"]) == {"1", "2"}
+    assert all(v > 0 for v in rec["tokens_per_second"].values())
+    assert rec["manifest_location"] == "s3://fmlab-course/data/02-shakespeare"
+    assert (local_bucket / "fmlab-course" / "data" / "02-shakespeare" / "manifest.json").is_file()
+    assert rec["ranks_disjoint"] is True and rec["resume_exact"] is True
+    tiny = compute.param_count(catalog.model("tiny"))
+    assert rec["tiny_chinchilla_tokens"] == 20 * tiny
+    days = compute.estimate_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, 0.4).days
+    assert rec["gpt30b_read_mb_per_s"] == pytest.approx(300e9 / (days * 86_400) * 2 / 1e6, abs=1e-3)
+    assert rec["tokens_per_param_llama2_7b"] == pytest.approx(2e12 / 7e9, abs=0.1)
+    assert "course_sequences" not in rec  # prepare_course_dataset=False was honoured

@@ -1,1 +1,0 @@
-"""TEST DOUBLE of torch_xla.distributed (see tests/neuron_standin/torch_xla/__init__.py)."""

@@ -1,0 +1,37 @@
+"""Notebook 04 (data parallelism) and lab 04 run under papermill; assert on the figures they recorded.
+
+Run: .venv/bin/pytest tests/parallel/test_notebooks_module04.py   (the notebook launches torchrun twice: ~30 s)
+"""
+
+import math
+
+import pytest
+
+from fmlab.plan import catalog, compute
+
+pytestmark = pytest.mark.notebook
+
+
+def test_data_parallel_notebook(run_notebook):
+    r = run_notebook("notebooks/04_data_parallel.ipynb", processes=[1, 2], global_batch=8, steps=6)
+    assert r.ok, r.error
+    rec = r.records
+    assert rec["same_sequences"] is True  # 2 ranks together read the 1-process batch
+    params = compute.param_count(catalog.model("llama2-7b"))  # 6.74B (Touvron et al. 2023)
+    assert rec["ring_gb_64"] == pytest.approx(2 * 63 / 64 * params * 2 / 1e9, abs=0.01)
+    assert rec["ps_gb_64"] == pytest.approx(64 * params * 2 / 1e9, abs=0.1)
+    # DDP on 2 processes = 1 process on the concatenated batch, up to float32 summation order
+    assert rec["grad_tensors"] == 21
+    assert rec["grad_max_abs_diff"] < 1e-6 and rec["grad_rel_diff"] < 1e-5
+    assert rec["max_loss_diff"] < 1e-5
+    assert rec["final_loss"] < math.log(512)  # it trained
+    rates = rec["tokens_per_s"]
+    assert set(rates) == {"1", "2"} and min(rates.values()) > 0
+    assert rec["speedup"] == pytest.approx(rates["2"] / rates["1"], rel=2e-3)
+    assert rec["scaling_efficiency"] == pytest.approx(rec["speedup"] / 2, rel=2e-3)
+    assert 0 <= rec["data_share"] < 1
+    assert rec["exaone_speedup"] == pytest.approx(10_000 / 6_300 - 1, abs=1e-4)  # "about 60% faster"
+    assert rec["smddp_helps"] == {"2 x ml.g5.48xlarge (allreduce)": False, "1 x ml.p4d.24xlarge (allreduce)": False,
+                                  "16 x ml.p4d.24xlarge (allreduce)": True, "8 x ml.p4de.24xlarge (allgather)": True}
+    assert rec["smddp_available_here"] is False
+    assert (rec["torchrun_command"], rec["mpirun_command"]) == ("torchrun", "mpirun")

@@ -1,0 +1,70 @@
+"""Notebooks 05 and 06 and their labs run under papermill; assert on the figures they recorded.
+
+Each notebook spawns one world of gloo processes (2 for notebook 05, whose 4-process layouts
+tests/parallel/test_parallel_4proc.py covers; 4 for notebook 06's FSDP + TP mesh): 20-30 s on a 2-core laptop, most
+of it importing transformers in every process.
+"""
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.notebook
+
+
+@pytest.mark.distributed
+def test_sharded_data_parallel_notebook(run_notebook):
+    r = run_notebook("notebooks/05_sharded_data_parallel.ipynb", world_size=2)  # 4 processes: _4proc tests
+    assert r.ok, r.error
+    rec = r.records
+    planned = rec["planned_state_gb"]  # gpt-30b on 128 A100s, 16 bytes per parameter
+    assert planned["DDP"] == pytest.approx(16 * 29.974e9 / 1e9, rel=1e-3)
+    assert planned["FSDP full"] == pytest.approx(planned["DDP"] / 128, rel=1e-6)
+    assert planned["DDP"] > planned["ZeRO-1"] > planned["ZeRO-2"] > planned["hybrid, D=8"] > planned["FSDP full"]
+    mem = rec["memory_kib"]
+    assert rec["measured_matches_planner"] is True
+    assert mem["DDP"] == pytest.approx(2 * mem["FSDP full"], rel=0.01)  # two shards
+    assert mem["hybrid 2x1"] == pytest.approx(mem["DDP"], rel=0.01)  # replicate=2, shard=1: full copies
+    assert rec["max_loss_diff"] <= 1e-5 and rec["max_grad_diff"] <= 1e-6
+    assert rec["least_inter_node_degree"] == 8  # shard groups of one 8-GPU node
+    saved = rec["saved_kib"]
+    assert saved["none"]["on_device"] > saved["selective"]["on_device"] > saved["full"]["on_device"]
+    assert saved["none + offload"]["offloaded"] > 0
+    act = rec["activation_gb"]
+    assert act["none"] > act["selective"] > act["full"] > act["offload"]
+    assert rec["meta_bytes"] == 0 and rec["delayed_equals_full"] is True
+    assert rec["smp_layout"] == {"sharding": "hybrid", "hybrid_shard_degree": 8, "activation_checkpointing": "full",
+                                 "activation_offloading": True, "offload_horizon": 2}
+    assert rec["import_seconds"] > 0
+
+
+@pytest.mark.distributed
+def test_tensor_parallel_notebook(run_notebook):
+    r = run_notebook("notebooks/06_tensor_parallel.ipynb", world_size=4, microbatches=4)
+    assert r.ok, r.error
+    rec = r.records
+    assert rec["one_process_split_diff"] <= 1e-6 and rec["mlp_max_diff"] <= 1e-6
+    assert rec["tp_max_loss_diff"] <= 1e-5 and rec["tp_max_grad_diff"] <= 1e-6
+    mem = rec["tp_memory_kib"]
+    assert mem["TP 4"] < mem["DDP"] / 3  # a quarter of the weights, plus the replicated norms and positions
+    # a quarter of everything, plus OPT's learned positions and the norms, kept whole on both TP ranks
+    assert mem["DDP"] / 4 < mem["FSDP 2 x TP 2"] < 1.1 * mem["DDP"] / 4
+    batch = rec["global_batch_mtokens"]  # 2048 GPUs, 4096-token sequences
+    assert batch["1"] == 8.0 and batch["8"] == 1.0 and rec["smallest_tp"] == 2
+    assert rec["bubble"]["4"] == pytest.approx(5 / 4, abs=1e-4) and rec["bubble"]["64"] == pytest.approx(5 / 64, abs=1e-4)
+    assert rec["three_d_gpus"] == {str(k): 8 * k * 3 for k in (1, 2, 3, 4)}
+    assert rec["smp_tp"] == 2
+
+
+def test_lab_checks_reject_wrong_answers():
+    import torch
+
+    from fmlab.labs import lab05, lab06
+
+    assert not lab05.check_full_shard_gb(480.0)  # the DDP figure, not ZeRO-3's
+    assert not lab05.check_hybrid_degree(16)  # fits, but not the smallest degree that fits
+    assert not lab05.check_smp_config({"hybrid_shard_degree": 8})  # offloading left out
+    w = lab06.weight()
+    assert not lab06.check_shards((w[:, 2:4], w[4:8, :]))  # the two splits swapped
+    assert not lab06.check_row_partials([lab06.inputs() @ w.T, torch.zeros(3, 8)])
+    assert not lab06.check_microbatches(math.ceil(5 / 0.1) - 1)

@@ -1,0 +1,72 @@
+"""Arithmetic of fmlab.parallel.scaling against the published formulas it implements (sources per test)."""
+
+import pytest
+
+from fmlab.parallel.memory import predicted_state_bytes
+from fmlab.parallel.scaling import (
+    bubble_fraction,
+    global_batch_tokens,
+    gpipe_schedule,
+    hybrid_traffic,
+    smallest_tp_for_batch,
+    three_d_layout,
+)
+from fmlab.plan.compute import PlanError
+
+
+def test_bubble_fraction_is_megatrons():
+    # Narayanan et al. 2021, section 2.2.1: (p - 1) / m; section 2.2.2: interleaving divides it by v.
+    assert bubble_fraction(6, 24) == pytest.approx(5 / 24)
+    assert bubble_fraction(6, 24, interleave=2) == pytest.approx(5 / 48)
+    with pytest.raises(PlanError):
+        bubble_fraction(6, 0)
+
+
+@pytest.mark.parametrize("stages, micro", [(6, 4), (4, 8), (2, 1)])
+def test_gpipe_schedule_idles_exactly_the_bubble(stages, micro):
+    slots = gpipe_schedule(stages, micro, backward_cost=2)
+    makespan = max(s["start"] + s["length"] for s in slots)
+    busy = micro * 3  # each stage: m forwards of 1 unit, m backwards of 2
+    assert (makespan - busy) / busy == pytest.approx(bubble_fraction(stages, micro))
+    for stage in range(stages):  # a stage never runs two slots at once
+        spans = sorted((s["start"], s["start"] + s["length"]) for s in slots if s["stage"] == stage)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_three_d_example_of_the_best_practices_post():
+    # AWS "training LLMs on SageMaker: best practices": 6 layers, DP k, PP 6, TP 4 on 8 * k * 3 GPUs.
+    for k in (1, 2, 4):
+        layout = three_d_layout(k)
+        assert layout["gpus"] == 8 * k * 3 and layout["nodes"] == 3 * k and layout["layers_per_stage"] == 1
+    with pytest.raises(PlanError, match="must divide the 6 layers"):
+        three_d_layout(1, pp=4)
+
+
+def test_global_batch_grows_with_data_parallel_replicas_only():
+    assert global_batch_tokens(2048, seq_len=4096) == 2048 * 4096  # 256 p4d nodes, one sequence per GPU
+    assert global_batch_tokens(2048, tp=8, seq_len=4096) == 256 * 4096
+    assert smallest_tp_for_batch(2048, 4 * 2**20, seq_len=4096) == 2
+    with pytest.raises(PlanError, match="add pipeline parallelism"):
+        smallest_tp_for_batch(2048, 1000, seq_len=4096)
+
+
+def test_hybrid_traffic_trade_off():
+    params, world = 30e9, 128
+    by_degree = {d: hybrid_traffic(params, world, d) for d in (1, 2, 4, 8, 16, 32, 64, 128)}
+    # ZeRO (Rajbhandari et al. 2020, section 7.2.2): ZeRO-3 moves 3 x the parameters, 1.5x DDP's all-reduce.
+    assert by_degree[128]["inter_node_bytes"] / by_degree[1]["inter_node_bytes"] == pytest.approx(1.5, rel=0.01)
+    # Shard groups that stay inside one 8-GPU node send the least between nodes of the groups that shard
+    inter = {d: t["inter_node_bytes"] for d, t in by_degree.items() if d > 1}
+    assert min(inter, key=inter.get) == 8
+    assert all(by_degree[d]["state_bytes"] == pytest.approx(16 * params / d) for d in by_degree)
+    with pytest.raises(PlanError):
+        hybrid_traffic(params, world, 3)
+
+
+def test_predicted_state_bytes_rescales_the_planner_to_fp32():
+    from fmlab.parallel import ParallelConfig
+
+    mixed = predicted_state_bytes("tiny", ParallelConfig(sharding="full"), 4, fp32=False)
+    fp32 = predicted_state_bytes("tiny", ParallelConfig(sharding="full"), 4)
+    assert sum(mixed.values()) == pytest.approx(sum(fp32.values()))  # 2+2+12 = 4+4+8 = 16 bytes per parameter
+    assert fp32["weights"] == pytest.approx(2 * mixed["weights"])

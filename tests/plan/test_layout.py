@@ -1,0 +1,81 @@
+"""Memory per device and layout validation (ZeRO and Korthikanti et al. figures reproduced)."""
+
+import pytest
+
+from fmlab.plan import catalog
+from fmlab.plan.catalog import GB
+from fmlab.plan.compute import PlanError
+from fmlab.plan.layout import Layout, activation_bytes_per_layer, make_plan, model_state_bytes
+
+
+@pytest.mark.parametrize("sharding, expected_gb", [("none", 120), ("zero1", 31.4), ("zero2", 16.6), ("full", 1.9)])
+def test_zero_paper_7_5b_on_64_gpus(sharding, expected_gb):
+    # Rajbhandari et al. 2020 (ZeRO), Figure 1: 7.5B parameters, K=12, Nd=64 -> 120 / 31.4 / 16.6 / 1.9 GB.
+    total = sum(model_state_bytes(7.5e9, Layout(64, sharding=sharding)).values()) / GB
+    assert total == pytest.approx(expected_gb, abs=0.05)
+
+
+def test_hybrid_shard_sits_between_ddp_and_full_shard():
+    full = sum(model_state_bytes(7.5e9, Layout(64, sharding="full")).values())
+    hybrid = sum(model_state_bytes(7.5e9, Layout(64, sharding="hybrid:8")).values())
+    ddp = sum(model_state_bytes(7.5e9, Layout(64, sharding="none")).values())
+    assert full < hybrid < ddp
+    assert hybrid == pytest.approx(16 * 7.5e9 / 8)
+
+
+def test_tensor_and_pipeline_parallel_divide_model_states():
+    one = sum(model_state_bytes(1e9, Layout(8)).values())
+    assert sum(model_state_bytes(1e9, Layout(8, tp=4, pp=2)).values()) == pytest.approx(one / 8)
+
+
+def test_korthikanti_activation_per_layer_gpt3():
+    # Korthikanti et al. 2022, Table 2 and section 4: per layer s*b*h*(34 + 5*a*s/h); selective 34*s*b*h;
+    # full recomputation keeps only the 2*s*b*h input. GPT-3 175B: s=2048, h=12288, a=96, b=1.
+    m = catalog.model("gpt3-175b")
+    sbh = 2048 * 1 * 12288
+    assert activation_bytes_per_layer(m, 1, 2048) == pytest.approx(sbh * (34 + 5 * 96 * 2048 / 12288))
+    assert activation_bytes_per_layer(m, 1, 2048, tp=8, recompute="selective") == pytest.approx(34 * sbh / 8)
+    assert activation_bytes_per_layer(m, 1, 2048, recompute="full") == pytest.approx(2 * sbh)
+
+
+def test_recomputation_and_offload_reduce_memory_in_order():
+    kw = dict(model="gpt-30b", tokens=1e9, instance="ml.p4d.24xlarge", instances=16, sharding="full")
+    mem = [make_plan(**kw, recompute=r).memory_gb_per_device for r in ("none", "selective", "full", "offload")]
+    assert mem == sorted(mem, reverse=True)
+
+
+def test_gpt30b_on_16_p4d_fits_only_sharded_with_recompute():
+    kw = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16)
+    assert make_plan(**kw, sharding="full", recompute="full").fits
+    ddp = make_plan(**kw)
+    assert not ddp.fits
+    with pytest.raises(PlanError, match="--sharding full"):
+        ddp.require_fit()
+
+
+def test_impossible_degrees_name_the_fix():
+    with pytest.raises(PlanError, match="does not divide the 128 devices"):
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 16, tp=3)
+    with pytest.raises(PlanError, match="must divide llama2-13b's 40 attention heads"):
+        make_plan("llama2-13b", 1e9, "ml.p4d.24xlarge", 2, tp=16)
+    with pytest.raises(PlanError, match="must divide gpt-30b's 48 layers"):
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 4, pp=32)
+    with pytest.raises(PlanError, match="hybrid shard degree 3"):
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="hybrid:3")
+    with pytest.raises(PlanError, match="sharding must be one of"):
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="zero4")
+
+
+def test_gqa_tp_may_exceed_kv_heads_when_it_replicates_them():
+    # llama2-70b has 8 KV heads: tp 16 replicates each KV head on 2 ranks, tp 64 divides the 64 query heads.
+    Layout(64, tp=16).check(catalog.model("llama2-70b"))
+    with pytest.raises(PlanError):
+        Layout(48, tp=48).check(catalog.model("llama2-70b"))
+
+
+def test_plan_dict_has_the_cli_keys():
+    d = make_plan("llama2-7b", 2e12, "ml.p5.48xlarge", 8, sharding="full", recompute="full").to_dict()
+    for key in ("params", "train_flops", "days", "cost_usd", "memory_gb_per_device", "memory_breakdown_gb", "fits"):
+        assert key in d
+    assert d["fits"] is True
+    assert d["checkpoint_gb"]["training"] == pytest.approx(d["params"] * 12 / 1e9)

@@ -185,6 +185,8 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     prep.add_argument("--tokenizer", default=None, help="use this local Hugging Face tokenizer folder instead")
     prep.add_argument("--workers", type=int, default=1, help="share-nothing worker processes (default 1)")
     prep.add_argument("--unit-mb", type=float, default=0.25, help="input megabytes per work unit / shard")
+    prep.add_argument("--validation-units", type=int, default=0,
+                      help="work units held out as the validation split, never trained on (default 0)")
     prep.set_defaults(func=cmd_data_prepare)
     insp = data.add_parser("inspect", help="tokens, sequences, shards and a decoded sample of a dataset")
     insp.add_argument("path", help="a dataset folder, its manifest.json, or an s3:// URI")
@@ -199,12 +201,15 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
     vocab = args.vocab_size if args.vocab_size or args.tokenizer else 512
     try:
         m = prepare(args.input, args.output, args.seq_len, vocab, args.workers, tokenizer=args.tokenizer,
-                    unit_bytes=max(1, int(args.unit_mb * 2**20)))
+                    unit_bytes=max(1, int(args.unit_mb * 2**20)), validation_units=args.validation_units)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{m['num_sequences']:,} sequences x {m['seq_len']} = {m['num_tokens']:,} tokens ({m['dtype']}) in "
           f"{len(m['shards'])} shards from {m['documents']:,} documents -> {m['location']}")
+    if "validation" in m:
+        print(f"held out for validation: {m['validation']['num_sequences']:,} sequences in "
+              f"{len(m['validation']['shards'])} shard(s)")
     return 0
 
 

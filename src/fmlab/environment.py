@@ -88,6 +88,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+
+def matmul_tflops(size: int = 512, seconds: float = 0.5, threads: int = 1) -> float:
+    """Measured fp32 matrix-multiply TFLOP/s of this machine with `threads` threads: the "peak" a CPU run's
+    MFU and a local throughput plan are taken against (a GPU's peak comes from its datasheet instead)."""
+    import time
+
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        for _ in range(3):
+            a @ b  # warm-up: first calls pay for allocation and kernel selection
+        done, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            a @ b
+            done += 1
+    finally:
+        torch.set_num_threads(before)
+    return 2 * size**3 * done / elapsed / 1e12
+
 # ---------------------------------------------------------------- credentials never printed
 
 SECRET_PATTERNS = [

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fmlab.cli import main
-from fmlab.course import vendor
+from fmlab.course import figures, vendor
 from fmlab.course.slides import DeckError, build_decks, parse_deck, read_deck, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +189,99 @@ def test_without_npm_the_error_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(vendor.VendorError, match=r"npm is not installed.*katex-0\.16\.\d+\.tgz"):
         vendor.fetch(vendor.KATEX, tmp_path)
+
+
+# ---------------------------------------------------------------- figures drawn by the package
+
+FIGURE_DECK = """# Figures
+
+---
+
+## A plan
+
+![The *phased* plan of gpt-30b](figure:gpt30b_ladder)
+
+Note:
+The same figure again in the notes ![again](figure:gpt30b_ladder); `![code](figure:not_a_figure)` is code.
+"""
+
+
+def test_a_figure_reference_renders_as_a_figure_with_its_caption():
+    html = render_markdown("## T\n\n![Memory, $16P$ bytes](figure:gpt30b_memory)\n\n`![x](figure:nope)`",
+                           {"gpt30b_memory": "figures/gpt30b_memory.svg"})
+    assert '<figure class="fmlab-figure"><img class="fmlab-figure" src="figures/gpt30b_memory.svg" ' in html
+    assert 'alt="Memory, 16P bytes"' in html  # math in the caption: TeX in the alt text, KaTeX in the caption
+    assert '<figcaption>Memory, <span class="math inline">\\(16P\\)</span> bytes</figcaption></figure>' in html
+    assert "<code>![x](figure:nope)</code>" in html  # inline code is left alone
+    assert '<img src="a.png" alt="a" />' in render_markdown("![a](a.png)")  # ordinary images unchanged
+
+
+def test_a_deck_with_a_figure_builds_its_svg_beside_the_page(tmp_path):
+    source = tmp_path / "slides"
+    source.mkdir()
+    (source / "01_fig.md").write_text(FIGURE_DECK)
+    result = built_or_unavailable(source, tmp_path / "out")
+
+    svg = tmp_path / "out" / "figures" / "gpt30b_ladder.svg"
+    assert result.figures == [svg]  # drawn once, although the deck shows it twice
+    assert result.decks[0].figures == ["gpt30b_ladder"]
+    text = svg.read_text()
+    assert "<svg" in text and "<text" not in text  # text drawn as paths: the SVG needs no font
+    assert not re.search(r"<image[^>]+href=\"(https?:)?//", text)  # nothing loaded from the network
+    page = result.pages[0].read_text()
+    assert '<img class="fmlab-figure" src="figures/gpt30b_ladder.svg" alt="The phased plan of gpt-30b">' in page
+    assert "<figcaption>The <em>phased</em> plan of gpt-30b</figcaption>" in page
+    links = _links(result.pages[0]).links
+    assert "figures/gpt30b_ladder.svg" in links
+    for link in links:  # every file the page loads was built, the figure included
+        assert not re.match(r"^(https?:)?//", link) and (result.pages[0].parent / link).is_file(), link
+
+
+def test_an_unknown_figure_fails_the_build_and_names_the_known_ones(tmp_path, capsys):
+    text = "# Deck\n\n---\n\n## Two\n\n--\n\n## Below\n\n![oops](figure:gpt30b_memroy)\n"
+    with pytest.raises(DeckError, match=r"09_bad.md: slide 2.2: unknown figure 'gpt30b_memroy': known figures are "
+                                        r"gpt30b_ladder, gpt30b_memory, hybrid_traffic"):
+        parse_deck(text, "09_bad.md")
+    with pytest.raises(DeckError, match="unknown figure 'nope'"):
+        render_markdown("![x](figure:nope)", {})
+
+    source = tmp_path / "slides"
+    source.mkdir()
+    (source / "01_ok.md").write_text("# Ok\n\n---\n\nsecond\n")
+    (source / "02_bad.md").write_text(text)
+    assert main(["slides", "--source", str(source), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "02_bad.md: slide 2.2: unknown figure 'gpt30b_memroy'" in err and "gpt30b_memory" in err
+    assert not (tmp_path / "out").exists()  # nothing written, as for any bad deck
+
+
+def test_every_registered_figure_draws_a_deterministic_svg(tmp_path):
+    assert set(figures.FIGURES) >= {"gpt30b_memory", "gpt30b_ladder", "hybrid_traffic"}
+    for name, draw in figures.FIGURES.items():
+        assert draw.__doc__ and len(draw.__doc__.strip()) > 40, f"figure {name} needs a docstring"
+        path = figures.render_svg(name, tmp_path / f"{name}.svg")
+        assert path.stat().st_size > 10_000 and path.read_text().lstrip().startswith("<?xml")
+    again = figures.render_svg("gpt30b_ladder", tmp_path / "again.svg")
+    assert again.read_bytes() == (tmp_path / "gpt30b_ladder.svg").read_bytes()
+    with pytest.raises(figures.UnknownFigure, match="known figures: gpt30b_ladder, gpt30b_memory, hybrid_traffic"):
+        figures.figure("nope")
+
+
+def test_the_memory_figure_shows_what_the_planner_computes():
+    plans = figures.gpt30b_plans()
+    assert list(plans) == [label for _, label, _ in figures.GPT30B_LAYOUTS]
+    fig = figures.gpt30b_memory()
+    ax = fig.axes[0]
+    bars = [patch for patch in ax.patches if patch.get_height() > 0]
+    assert len(bars) == 4 * len(plans)  # weights, gradients, optimizer state, activations per layout
+    tops = {}
+    for bar in bars:
+        i = round(bar.get_x() + bar.get_width() / 2)
+        tops[i] = max(tops.get(i, 0.0), bar.get_y() + bar.get_height())
+    for i, plan in enumerate(plans.values()):
+        assert tops[i] == pytest.approx(plan.memory_gb_per_device)
+        faded = [b.get_alpha() for b in bars if round(b.get_x() + b.get_width() / 2) == i]
+        assert all((a == 1.0) == plan.fits for a in faded)  # layouts that do not fit are drawn pale
+    dashed = [line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "--"]
+    assert dashed == [plans["full (128)"].usable_memory_gb]  # the usable memory line
+    assert plans[figures.CHOSEN_LAYOUT].fits and not plans["hybrid 8"].fits

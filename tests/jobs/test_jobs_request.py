@@ -46,7 +46,7 @@ def test_captured_request_is_valid_and_says_what_was_intended(smp_request):
                                      "LocalPath": "/opt/ml/checkpoints"}
     assert r["OutputDataConfig"]["S3OutputPath"] == "s3://course-bucket/fmlab/output"
     assert r["AlgorithmSpecification"]["TrainingImage"] == (
-        "658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.3.1-gpu-py311-cu121")
+        "658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
     assert {m["Name"] for m in r["AlgorithmSpecification"]["MetricDefinitions"]} >= {"train:loss", "train:mfu"}
 
 
@@ -155,7 +155,7 @@ def test_image_uris_match_the_sdk_and_their_sources():
             sdk = image_uris.retrieve("pytorch", region=region, version="2.3.0", py_version="py311",
                                       instance_type=instance, image_scope="training")
             assert ours.startswith(sdk + "-") or ours.startswith(sdk), (ours, sdk)  # the SDK gives the short tag
-        sdk_smp = image_uris.retrieve("pytorch-smp", region=region, version="2.3.1", py_version="py311",
+        sdk_smp = image_uris.retrieve("pytorch-smp", region=region, version="2.5.1", py_version="py311",
                                       instance_type="ml.p4d.24xlarge", image_scope="training")
         assert image_uri("smp", region).startswith(sdk_smp)
     # The full tags as AWS publishes them (available_images.md; SMP release notes).
@@ -174,3 +174,17 @@ def test_image_uris_match_the_sdk_and_their_sources():
         image_uri("neuron", "us-west-1")
     with pytest.raises(ImageError, match="no CPU variant"):
         image_uri("smp", "us-east-1", processor="cpu")
+
+
+def test_smp_images_come_from_the_sdks_table_with_each_releases_python_and_cuda():
+    """SMP v2 release notes: PyTorch 2.5.1 -> SMP v2.8.0, py311, CUDA 12.4; PyTorch 2.2.0 -> py310, CUDA 12.1."""
+    from fmlab.jobs.images import smp_releases
+
+    releases = smp_releases()
+    assert list(releases)[-1] == "2.5.1" and releases["2.5.1"]["smp"] == "2.8.0"
+    assert image_uri("smp", "us-west-2").endswith("smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
+    assert image_uri("smp", "us-west-2", "2.2.0").endswith(":2.2.0-gpu-py310-cu121")
+    with pytest.raises(ImageError, match="no SMP v2 image for PyTorch 1.13.1"):
+        image_uri("smp", "us-west-2", "1.13.1")
+    with pytest.raises(ImageError, match="not published"):
+        image_uri("smp", "me-south-1")

@@ -228,3 +228,15 @@ def test_fsdp_checkpoint_on_two_processes_resumes_exactly_and_matches_one_proces
     for name in g1:
         torch.testing.assert_close(g2[name], g1[name], rtol=1e-4, atol=1e-6)
     shutil.rmtree(tmp_path / "a")
+
+
+def test_a_sandbox_host_never_takes_this_machines_own_opt_ml(tmp_path, monkeypatch):
+    """Inside a SageMaker job /opt/ml/checkpoints is the job's; on a sandbox host it would be this machine's."""
+    from fmlab.train import config
+
+    monkeypatch.setattr(config, "SAGEMAKER_CHECKPOINTS", str(tmp_path))  # stands in for a real /opt/ml/checkpoints
+    job_env = {"SM_MODEL_DIR": str(tmp_path / "model")}
+    assert sagemaker_defaults(job_env)["checkpoint_dir"] == str(tmp_path)
+    assert "checkpoint_dir" not in sagemaker_defaults({**job_env, "FMLAB_SANDBOX_HOST": "algo-1"})
+    assert sagemaker_defaults({**job_env, "FMLAB_SANDBOX_HOST": "algo-1", "FMLAB_CHECKPOINT_DIR": "/x"})[
+        "checkpoint_dir"] == "/x"

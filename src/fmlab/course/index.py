@@ -32,7 +32,8 @@ SUMMARIES = {
     "05": "shard the model state with ZeRO, FSDP and SMP v2: hybrid sharding, checkpointing and offloading "
           "activations",
     "06": "split layers with tensor parallelism and pipelines, and choose a 3-D layout for a large cluster",
-    "07": "run a sharded GPT-30B job: the layout, EFA and NCCL settings, and what to watch",
+    "07": "plan a sharded GPT-30B run, climb a gated scaling ladder, launch it with SMP v2 on EFA, and run its "
+          "laptop twin",
     "08": "survive failures at scale: sharded checkpoints, automatic restarts and monitoring",
     "09": "move Llama checkpoints to and from Neuron Distributed on Trainium, and plan a trn1 job",
 }

@@ -106,3 +106,38 @@ def memory_breakdown(model: str, instance: str, count: int, layouts: dict[str, d
     ax.tick_params(axis="x", labelsize=8)
     ax.figure.tight_layout()
     return ax.figure, plans
+
+
+def live_loss(job, poll: float = 1.0, title: str | None = None):
+    """Redraw the job's training and held-out loss while it runs; returns when the job has ended.
+
+    In Jupyter the figure updates in place; executed headless (papermill) the final figure remains."""
+    import time
+
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    handle = display(fig, display_id=True)
+    final = ("Completed", "Failed", "Stopped")
+    while True:
+        status = job.status()
+        metrics = job.metrics()
+        ax.clear()
+        if not metrics.empty and "loss" in metrics:
+            train = metrics.dropna(subset=["loss"])
+            ax.plot(train["step"], train["loss"], "o-", label="training loss")
+        if not metrics.empty and "val_loss" in metrics:
+            val = metrics.dropna(subset=["val_loss"])
+            ax.plot(val["step"], val["val_loss"], "s--", label="held-out loss")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats per token)")
+        ax.set_title(title or f"{job.name}: {status}")
+        if ax.lines:
+            ax.legend()
+        handle.update(fig)
+        if status in final:
+            break
+        time.sleep(poll)
+    plt.close(fig)
+    return fig

@@ -14,7 +14,7 @@ reading, verified), sampler (data-parallel, resumable). Command line: `fmlab dat
 """
 
 from fmlab.data.corpus import CORPUS_DIR, corpus_slice, list_input_files, plan_work_units, read_documents
-from fmlab.data.dataset import PackedDataset, describe_dataset
+from fmlab.data.dataset import PackedDataset, describe_dataset, has_validation
 from fmlab.data.errors import DataError, ManifestError, ShardError
 from fmlab.data.manifest import load_manifest
 from fmlab.data.packing import count_packed, pack_documents
@@ -25,7 +25,7 @@ from fmlab.data.tokenizer import load_tokenizer, tokenizer_info, train_tokenizer
 
 __all__ = [
     "CORPUS_DIR", "DataError", "ManifestError", "PackedDataset", "ResumableSampler", "ShardError", "corpus_slice",
-    "count_packed", "course_dataset", "describe_dataset", "list_input_files", "load_manifest", "load_tokenizer",
+    "count_packed", "course_dataset", "describe_dataset", "has_validation", "list_input_files", "load_manifest", "load_tokenizer",
     "pack_documents", "plan_work_units", "prepare", "read_documents", "sha256_file", "token_dtype",
     "tokenizer_info", "train_tokenizer",
 ]

@@ -21,22 +21,42 @@ from pathlib import Path
 
 import numpy as np
 
+from fmlab.data.errors import DataError
 from fmlab.data.manifest import TOKENIZER_FOLDER, load_manifest
 from fmlab.data.shards import check_shard, memmap_shard
 
 _VERIFIED: set[tuple[str, int, int, str]] = set()  # (path, size, mtime_ns, sha256) already checksummed here
 
 
+def has_validation(source: str | os.PathLike | dict) -> bool:
+    """Whether the dataset was prepared with a held-out validation split."""
+    return "validation" in load_manifest(source)[0]
+
+
+def split_shards(manifest: dict, split: str, folder) -> list[dict]:
+    """The shard entries of `split` ("train" or "validation")."""
+    if split == "train":
+        return manifest["shards"]
+    if split == "validation":
+        if "validation" not in manifest:
+            raise DataError(f"the dataset in {folder} has no validation split: prepare it with held-out units "
+                            "(prepare(..., validation_units=1), fmlab data prepare --validation-units 1, or "
+                            "course_dataset(validation_units=1))")
+        return manifest["validation"]["shards"]
+    raise DataError(f"split must be 'train' or 'validation', not {split!r}")
+
+
 class PackedDataset:
     """Packed token sequences from a prepared dataset; `ds[i]` is a LongTensor of shape [seq_len]."""
 
-    def __init__(self, source: str | os.PathLike | dict, verify: bool = True):
+    def __init__(self, source: str | os.PathLike | dict, verify: bool = True, split: str = "train"):
         self.manifest, self.folder = load_manifest(source)
+        self.split = split
         self.seq_len: int = self.manifest["seq_len"]
         self.vocab_size: int = self.manifest["vocab_size"]
         self.dtype: str = self.manifest["dtype"]
         self.eot_id: int = self.manifest["eot_id"]
-        self._shards = self.manifest["shards"]
+        self._shards = split_shards(self.manifest, split, self.folder)
         for entry in self._shards:
             path = self.folder / entry["file"]
             stat = path.stat() if path.exists() else None
@@ -94,7 +114,8 @@ class PackedDataset:
         self.__dict__.update(state)
 
     def __repr__(self) -> str:
-        return (f"PackedDataset({str(self.folder)!r}: {len(self):,} sequences x {self.seq_len} tokens, "
+        split = "" if self.split == "train" else f", split={self.split!r}"
+        return (f"PackedDataset({str(self.folder)!r}{split}: {len(self):,} sequences x {self.seq_len} tokens, "
                 f"vocab {self.vocab_size:,}, {len(self._shards)} shards, {self.dtype})")
 
 
@@ -117,6 +138,9 @@ def describe_dataset(source: str | os.PathLike | dict, verify: bool = True, samp
         "dropped_tokens": m.get("dropped_tokens"),
         "checksums": "verified" if verify else "not checked (sizes and dtypes only)",
     }
+    if "validation" in m:
+        info["validation_sequences"] = m["validation"]["num_sequences"]
+        info["validation_shards"] = len(m["validation"]["shards"])
     if len(ds):
         info["sample"] = ds.decode(0)[:sample_chars]
     return info

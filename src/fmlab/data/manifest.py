@@ -6,6 +6,7 @@
 A manifest records the format, where the dataset was written (`location`), the sequence length, the
 token dtype, the vocabulary size and end-of-text id, the tokenizer's sha256 (the tokenizer itself is in
 the `tokenizer/` subfolder), totals, and one entry per shard: file, sequences, tokens, bytes, sha256.
+A dataset prepared with held-out units also has `validation`: its shards and totals, never trained on.
 It holds nothing that depends on how the dataset was made (no worker count, no timing, no host name), so
 the same input and settings always give the same bytes.
 """
@@ -52,6 +53,13 @@ def validate(manifest: dict, where: str = "manifest") -> dict:
         raise ManifestError(f"{where}: the shards' sequences do not add up to num_sequences")
     if manifest["num_tokens"] != manifest["num_sequences"] * manifest["seq_len"]:
         raise ManifestError(f"{where}: num_tokens is not num_sequences x seq_len")
+    validation = manifest.get("validation")
+    if validation is not None:
+        if not isinstance(validation, dict) or not isinstance(validation.get("shards"), list):
+            raise ManifestError(f"{where}: 'validation' must hold a list of shards")
+        if sum(s["sequences"] for s in validation["shards"]) != validation.get("num_sequences"):
+            raise ManifestError(f"{where}: the validation shards' sequences do not add up to its num_sequences")
+        shards = shards + validation["shards"]
     names = [s["file"] for s in shards]
     if len(set(names)) != len(names) or any("/" in n or "\\" in n or n.startswith(".") for n in names):
         raise ManifestError(f"{where}: shard file names must be unique plain names in the dataset folder")

@@ -191,13 +191,27 @@ def _local_inputs(input_path, backend: str | None):
     return local
 
 
+def validation_unit_indices(units: int, validation_units: int) -> list[int]:
+    """Which work units are held out: `validation_units` of them spread evenly over the input, so the held-out
+    text has the corpus' mixture (the first and last units are often one source each)."""
+    if not isinstance(validation_units, int) or validation_units < 0:
+        raise DataError(f"validation_units must be a whole number >= 0, not {validation_units!r}")
+    if validation_units and validation_units >= units:
+        raise DataError(f"the input makes {units} work unit(s), so at most {units - 1} can be held out for "
+                        f"validation (asked for {validation_units}): hold out fewer, or use smaller work units (unit_bytes, --unit-mb)")
+    return sorted({int((i + 0.5) * units / validation_units) for i in range(validation_units)})
+
+
 def prepare(input_path, output: str | os.PathLike, seq_len: int = 128, vocab_size: int | None = 512,
             workers: int = 1, tokenizer: str | os.PathLike | None = None, *, unit_bytes: int = DEFAULT_UNIT_BYTES,
-            eot_token: str | None = None, progress: bool = True, backend: str | None = None) -> dict:
+            eot_token: str | None = None, progress: bool = True, backend: str | None = None,
+            validation_units: int = 0) -> dict:
     """Tokenize, pack and shard `input_path` into `output` (a folder or s3:// URI); return the manifest.
 
     tokenizer: None trains a byte-level BPE of `vocab_size` tokens on the input; a folder with a
-    tokenizer.json (e.g. GPT-2's or Llama 2's) is used as it is, and then vocab_size may be None."""
+    tokenizer.json (e.g. GPT-2's or Llama 2's) is used as it is, and then vocab_size may be None.
+    validation_units: how many work units to hold out as the validation split (`PackedDataset(...,
+    split="validation")`); training never reads them, and a trained tokenizer never sees them."""
     if not isinstance(seq_len, int) or seq_len < 2:
         raise DataError(f"seq_len must be an integer of at least 2, not {seq_len!r}")
     if not isinstance(workers, int) or workers < 1:
@@ -206,6 +220,7 @@ def prepare(input_path, output: str | os.PathLike, seq_len: int = 128, vocab_siz
         raise DataError("give vocab_size (to train a tokenizer) or tokenizer (a folder with tokenizer.json)")
     files = list_input_files(_local_inputs(input_path, backend))
     units = plan_work_units(files, unit_bytes)
+    held_out = set(validation_unit_indices(len(units), validation_units))
     target = _output_folder(output, backend)
     if (storage.uses_real_s3(str(output), backend) and storage.exists(str(output), backend)
             and not storage.exists(storage.join(str(output), MANIFEST_NAME), backend)):
@@ -220,7 +235,8 @@ def prepare(input_path, output: str | os.PathLike, seq_len: int = 128, vocab_siz
     try:
         tokenizer_dir = staging / TOKENIZER_FOLDER
         if tokenizer is None:
-            train_tokenizer(files, vocab_size, tokenizer_dir)
+            seen = [f for u in units if u.index not in held_out for f in u.files] if held_out else files
+            train_tokenizer(seen, vocab_size, tokenizer_dir)
         else:
             _copy_tokenizer(tokenizer, tokenizer_dir)
         info = tokenizer_info(tokenizer_dir, eot_token)
@@ -229,8 +245,13 @@ def prepare(input_path, output: str | os.PathLike, seq_len: int = 128, vocab_siz
                             f"leave vocab_size out (None) or set it to {info.vocab_size}")
         job = UnitJob(str(tokenizer_dir), info.eot_id, seq_len, token_dtype(info.vocab_size), str(staging))
         entries = run_units(units, job, workers, progress)
-        manifest = build_manifest(entries, str(output) if storage.is_s3_uri(str(output)) else str(target),
+        manifest = build_manifest([e for e in entries if e["unit"] not in held_out],
+                                  str(output) if storage.is_s3_uri(str(output)) else str(target),
                                   job, info, tokenizer, files, units, unit_bytes)
+        if held_out:
+            validation = [e for e in entries if e["unit"] in held_out]
+            manifest["validation"] = {"shards": validation, "num_sequences": sum(e["sequences"] for e in validation),
+                                      "num_tokens": sum(e["tokens"] for e in validation)}
         (staging / MANIFEST_NAME).write_text(dumps(manifest))
         if target.exists():
             shutil.rmtree(target)
@@ -267,19 +288,21 @@ def build_manifest(entries: list[dict], location: str, job: UnitJob, info, token
 
 
 def course_dataset(seq_len: int = 128, vocab_size: int = 512, max_bytes: float | None = None, workers: int = 1,
-                   cache_dir: str | os.PathLike = COURSE_CACHE, progress: bool = False) -> Path:
+                   cache_dir: str | os.PathLike = COURSE_CACHE, progress: bool = False,
+                   validation_units: int = 0) -> Path:
     """The course's dataset (the shipped corpus, or a slice of it), prepared once into `cache_dir`; its folder.
 
     The folder name carries the settings and a fingerprint of the corpus files, so a changed corpus or
     setting prepares a new dataset, and a second call (from any notebook) returns at once."""
     files = corpus_slice(max_bytes)
-    folder = Path(cache_dir) / f"course-L{seq_len}-V{vocab_size}-{files_fingerprint(files)}"
+    held_out = f"-H{validation_units}" if validation_units else ""
+    folder = Path(cache_dir) / f"course-L{seq_len}-V{vocab_size}{held_out}-{files_fingerprint(files)}"
     if (folder / MANIFEST_NAME).is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with _FileLock(folder.parent / f".{folder.name}.lock"):
         if not (folder / MANIFEST_NAME).is_file():  # another process may have made it while we waited
-            prepare(files, folder, seq_len, vocab_size, workers, progress=progress)
+            prepare(files, folder, seq_len, vocab_size, workers, progress=progress, validation_units=validation_units)
     return folder
 
 

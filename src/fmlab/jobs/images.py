@@ -5,12 +5,20 @@ the region, the tag on the framework version. `image_uri("pytorch", region="eu-w
 facts below, each with its source, so a learner sees where a URI comes from instead of copying a string.
 
     >>> image_uri("smp", "us-west-2")
-    '658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.3.1-gpu-py311-cu121'
+    '658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124'
+
+SMP v2 images are not composed here: their tags change Python and CUDA between releases (2.2.0 is py310,
+2.5.1 is cu124), so `smp_releases()` reads the SageMaker SDK's own image configuration (sagemaker-core's
+image_uri_config/pytorch-smp.json, the table the SDK itself launches with) and `image_uri("smp", ...)` asks
+the SDK for the URI. The default is the newest SMP release there, for its PyTorch version.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
+from importlib import resources
 
 # Regions where the three images below are all published (and their registry account), as the sources state.
 _DLC_ACCOUNTS_SOURCE = ("aws/deep-learning-containers, available_images.md, region table; the same accounts are in "
@@ -52,11 +60,11 @@ IMAGES: dict[str, TrainingImage] = {
                    "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-"
                    f"sagemaker (CPU: 2.3.0-cpu-py311-ubuntu20.04-sagemaker); {_DLC_ACCOUNTS_SOURCE}"),
         TrainingImage(
-            "smp", "smdistributed-modelparallel", _SMP_ACCOUNT, "2.3.1", "{version}-gpu-py311-cu121",
-            source="Amazon SageMaker developer guide, 'Release notes for the SageMaker model parallelism library': "
-                   "SMP v2.5.0 container for PyTorch 2.3.1 with CUDA 12.1, 658645717510.dkr.ecr.<region>.amazonaws.com/"
-                   "smdistributed-modelparallel:2.3.1-gpu-py311-cu121; regions as in sagemaker-core's "
-                   "image_uri_config/pytorch-smp.json"),
+            "smp", "smdistributed-modelparallel", _SMP_ACCOUNT, "2.5.1", "(from the SageMaker SDK)",
+            source="sagemaker-core's image_uri_config/pytorch-smp.json (the SDK's table: PyTorch version -> SMP "
+                   "release, Python, regions) and sagemaker.core.image_uris.get_training_image_uri (the CUDA "
+                   "suffix); matches the SMP v2 release notes: v2.8.0 (2025-04-01) for PyTorch 2.5.1, "
+                   "smdistributed-modelparallel:2.5.1-gpu-py311-cu124"),
         TrainingImage(
             "neuron", "pytorch-training-neuronx", _NEURON_ACCOUNT, "2.1.2",
             "{version}-neuronx-py310-sdk{sdk}-ubuntu20.04",
@@ -85,6 +93,37 @@ class ImageError(ValueError):
     """An image kind, region or processor that has no published container."""
 
 
+@functools.cache
+def smp_releases() -> dict[str, dict]:
+    """PyTorch version -> {"smp": SMP release, "python": "py311", "regions": [...]}, from the SageMaker SDK's
+    own image table (newest PyTorch last)."""
+    text = resources.files("sagemaker.core").joinpath("image_uri_config/pytorch-smp.json").read_text()
+    table = json.loads(text)["training"]
+    releases = {}
+    for pytorch, smp in table["version_aliases"].items():
+        if pytorch.count(".") != 2 or smp not in table["versions"]:
+            continue  # "2.0"-style aliases repeat a full version
+        entry = table["versions"][smp]
+        releases[pytorch] = {"smp": smp, "python": entry["py_versions"][-1], "regions": sorted(entry["registries"])}
+    return dict(sorted(releases.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))))
+
+
+def _smp_image_uri(region: str, version: str | None) -> str:
+    releases = smp_releases()
+    version = version or next(reversed(releases))
+    if version not in releases:
+        raise ImageError(f"no SMP v2 image for PyTorch {version} in the SageMaker SDK's table; use one of "
+                         f"{', '.join(releases)}")
+    if region not in releases[version]["regions"]:
+        raise ImageError(f"the smp training image is not published in {region!r} (per the SDK's table); "
+                         f"use one of: {', '.join(releases[version]['regions'])}")
+    from sagemaker.core import image_uris
+
+    distribution = {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}
+    return image_uris.get_training_image_uri(region, "pytorch", version, py_version=releases[version]["python"],
+                                             distribution=distribution, instance_type="ml.p4d.24xlarge")
+
+
 def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | None = None,
               processor: str = "gpu") -> str:
     """The training image URI for `kind` ("pytorch", "smp", "neuron") in `region`.
@@ -100,6 +139,8 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
         raise ImageError(f"processor must be 'gpu' or 'cpu', not {processor!r}")
     if processor == "cpu" and kind != "pytorch":
         raise ImageError(f"the {kind} image has no CPU variant: use kind='pytorch' for a CPU instance")
+    if kind == "smp":
+        return _smp_image_uri(region, version)
     cuda = image.extras.get("cuda_gpu", "") if processor == "gpu" else ""
     version = version or image.default_version
     sdk = neuron_sdk(version) if kind == "neuron" else ""

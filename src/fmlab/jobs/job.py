@@ -35,7 +35,7 @@ __all__ = ["Job", "JobSpec", "JobSpecInvalid", "OverBudget", "QuotaTooLow", "Req
 
 FINAL = ("Completed", "Failed", "Stopped")
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-_METRIC_LINE = re.compile(r"\bstep=\d+ loss=")
+_METRIC_LINE = re.compile(r"\bstep=\d+ (?:val_)?loss=")
 _PAIR = re.compile(r"(\w+)=(\S+)")
 
 
@@ -59,7 +59,8 @@ def _redacted(value):
 
 
 def parse_metrics(log: str):
-    """The `step=N loss=... lr=...` lines of a training log as a DataFrame, one row per step (last wins)."""
+    """The `step=N loss=... lr=...` and `step=N val_loss=...` lines of a training log as a DataFrame, one row
+    per step (a step's training and validation lines merged; a repeated value: the last wins)."""
     import pandas as pd
 
     rows = {}
@@ -72,7 +73,7 @@ def parse_metrics(log: str):
                 row[key] = int(text) if key == "step" else float(text)
             except ValueError:
                 continue
-        rows[row["step"]] = row
+        rows.setdefault(row["step"], {}).update(row)
     return pd.DataFrame(sorted(rows.values(), key=lambda r: r["step"])).reset_index(drop=True)
 
 
@@ -364,12 +365,13 @@ def cleanup(backend: str | None = None, sagemaker_client=None, dry_run: bool = F
 
 
 def course_dataset_uri(backend: str | None = None, bucket: str | None = None, seq_len: int = 128,
-                       vocab_size: int = 512) -> str:
-    """The course's packed dataset (fmlab.data), prepared once and uploaded to the bucket; its s3:// URI."""
+                       vocab_size: int = 512, validation_units: int = 0) -> str:
+    """The course's packed dataset (fmlab.data), prepared once and uploaded to the bucket; its s3:// URI.
+    validation_units > 0 holds that many work units out as the validation split (module 7's gates)."""
     from fmlab.data import course_dataset
     from fmlab.jobs.request import LOCAL_BUCKET_NAME
 
-    folder = course_dataset(seq_len=seq_len, vocab_size=vocab_size)
+    folder = course_dataset(seq_len=seq_len, vocab_size=vocab_size, validation_units=validation_units)
     backend = _backend(backend)
     if backend == "sagemaker" and not bucket:
         from sagemaker.core.helper.session_helper import Session

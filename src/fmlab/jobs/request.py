@@ -83,7 +83,7 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
     from sagemaker.train import ModelTrainer
     from sagemaker.train.distributed import MPI, SMP, Torchrun
 
-    from fmlab.train.log import METRIC_DEFINITIONS
+    from fmlab.train.log import METRIC_DEFINITIONS, VALIDATION_METRIC_DEFINITIONS
 
     distributed = None
     if spec.distribution == "torchrun":
@@ -119,7 +119,7 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
         or None,
     )
     return trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"])
-                                            for m in METRIC_DEFINITIONS])
+                                            for m in METRIC_DEFINITIONS + VALIDATION_METRIC_DEFINITIONS])
 
 
 def _channel(name: str, source: str, input_mode: str):

@@ -119,6 +119,9 @@ MODELS: dict[str, ModelPreset] = {
                     kv_heads=2, source="fmlab debug model (torchtitan-style); vocabulary matches the course tokenizer"),
         ModelPreset("tiny-gpt", "opt", hidden=64, layers=2, heads=4, vocab=512, seq_len=128,
                     source="fmlab debug model in the GPT (OPT) layout"),
+        # The next size up of tiny-gpt, the laptop's "medium" rung of module 7's scaling ladder.
+        ModelPreset("small-gpt", "opt", hidden=128, layers=4, heads=4, vocab=512, seq_len=128,
+                    source="fmlab debug model in the GPT (OPT) layout, the rung above tiny-gpt"),
         ModelPreset("gpt-30b", "opt", hidden=7168, layers=48, heads=64, vocab=50257, seq_len=2048,
                     published_params=30e9,
                     source="SageMaker model-parallel GPT-30B example: hidden 7168, 48 layers, 64 heads, context 2048, GPT-2 vocabulary"),

@@ -27,6 +27,10 @@ from fmlab.plan.compute import PlanError
 
 SHARDING_CHOICES = ("none", "zero1", "zero2", "full", "hybrid:D")
 RECOMPUTE_CHOICES = ("none", "selective", "full", "offload")
+# "eager": attention materialises the a x s x s score and softmax tensors and keeps them for backward (the
+# Korthikanti formula); "flash": a fused kernel (FlashAttention, PyTorch SDPA) recomputes them in its backward
+# and keeps only O(s) statistics, so the 5as/h term disappears (Dao et al. 2022, FlashAttention, section 3).
+ATTENTION_CHOICES = ("eager", "flash")
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12  # bf16 weights and grads; fp32 master + Adam m, v
 USABLE_FRACTION = 0.9  # leave ~10% of device memory for the framework, allocator slack and buffers
 
@@ -105,15 +109,19 @@ def model_state_bytes(params: float, layout: Layout) -> dict[str, float]:
 
 
 def activation_bytes_per_layer(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1,
-                               recompute: str = "none") -> float:
+                               recompute: str = "none", attention: str = "eager") -> float:
     """Activations one transformer layer keeps for backward, 16-bit, with sequence parallelism when tp > 1.
 
     Korthikanti et al. 2022, Table 2: none s*b*h*(34 + 5as/h)/t; selective 34*s*b*h/t; full 2*s*b*h/t
-    (only the layer input). Offloading moves even that input to host memory.
+    (only the layer input). Offloading moves even that input to host memory. With attention="flash" the
+    scores are never stored, so "none" keeps 34*s*b*h/t, as much as "selective" does with eager attention.
     """
+    if attention not in ATTENTION_CHOICES:
+        raise PlanError(f"attention must be one of {', '.join(ATTENTION_CHOICES)}, not {attention!r}")
     s, b, h, a = seq_len, micro_batch, m.hidden, m.heads
     if recompute == "none":
-        return s * b * h * (34 + 5 * a * s / h) / tp
+        scores = 5 * a * s / h if attention == "eager" else 0.0
+        return s * b * h * (34 + scores) / tp
     if recompute == "selective":
         return 34 * s * b * h / tp
     if recompute in ("full", "offload"):
@@ -122,19 +130,19 @@ def activation_bytes_per_layer(m: ModelPreset, micro_batch: int, seq_len: int, t
 
 
 def activation_bytes(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1, recompute: str = "none",
-                     offload_horizon: int = 2) -> dict[str, float]:
+                     offload_horizon: int = 2, attention: str = "eager") -> dict[str, float]:
     """Activation memory on the busiest device (the first pipeline stage, which holds p micro-batches of
     L/p layers under 1F1B: the same as L layers of one micro-batch)."""
-    per_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, recompute)
-    full_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, "none")
+    per_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, recompute, attention)
+    full_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, "none", attention)
     if recompute == "offload":
         stored = per_layer * min(offload_horizon, m.layers)  # only the prefetch window stays on device
     else:
         stored = per_layer * m.layers
     # While a recomputed layer runs its backward, its full activations exist for that one layer.
     working = full_layer if recompute in ("full", "offload") else 0.0
-    if recompute == "selective":
-        working = 5 * m.heads * seq_len * seq_len * micro_batch / tp
+    if recompute == "selective" and attention == "eager":
+        working = 5 * m.heads * seq_len * seq_len * micro_batch / tp  # one layer's recomputed scores
     logits = 4 * seq_len * micro_batch * m.vocab / tp  # fp32 logits for the cross-entropy
     return {"stored": stored, "working": working, "logits": logits}
 
@@ -185,17 +193,18 @@ def checkpoint_gb(params: float) -> dict:
 
 
 def memory_per_device(m: ModelPreset, layout: Layout, micro_batch: int = 1, seq_len: int | None = None,
-                      recompute: str = "none", offload_horizon: int = 2) -> dict[str, float]:
+                      recompute: str = "none", offload_horizon: int = 2, attention: str = "eager") -> dict[str, float]:
     """Bytes on one device, by part: weights, gradients, optimizer, activations (stored, working, logits)."""
     seq_len = seq_len or m.seq_len
     states = model_state_bytes(compute.param_count(m), layout)
-    acts = activation_bytes(m, micro_batch, seq_len, layout.tp, recompute, offload_horizon)
+    acts = activation_bytes(m, micro_batch, seq_len, layout.tp, recompute, offload_horizon, attention)
     return {**states, **{f"activations_{k}": v for k, v in acts.items()}}
 
 
 def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
               mfu: float = 0.4, sharding: str = "none", tp: int = 1, pp: int = 1, micro_batch: int = 1,
-              seq_len: int | None = None, recompute: str = "none", suggest: bool = True) -> TrainingPlan:
+              seq_len: int | None = None, recompute: str = "none", suggest: bool = True,
+              attention: str = "eager") -> TrainingPlan:
     """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big."""
     m = catalog.model(model) if isinstance(model, str) else model
     inst = catalog.instance(instance) if isinstance(instance, str) else instance
@@ -204,7 +213,7 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     layout = Layout(instances * inst.accelerators, tp, pp, sharding).check(m)
     seq_len = seq_len or m.seq_len
     run = compute.estimate_run(m, tokens, inst, instances, mfu)
-    parts = memory_per_device(m, layout, micro_batch, seq_len, recompute)
+    parts = memory_per_device(m, layout, micro_batch, seq_len, recompute, attention=attention)
     total_gb = sum(parts.values()) / GB
     usable = inst.device_memory_gb * USABLE_FRACTION
     plan = TrainingPlan(
@@ -219,7 +228,8 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     )
     if not plan.fits and suggest:
         plan.suggestions = suggest_fixes(m, tokens, inst, instances, mfu=mfu, sharding=sharding, tp=tp, pp=pp,
-                                         micro_batch=micro_batch, seq_len=seq_len, recompute=recompute)
+                                         micro_batch=micro_batch, seq_len=seq_len, recompute=recompute,
+                                         attention=attention)
     return plan
 
 
@@ -269,3 +279,47 @@ def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int,
         n *= 2
     return [f"{m.name} does not fit on {inst.name} even fully sharded with recomputation on {instances * 64} "
             f"instances: use a larger-memory instance or tensor/pipeline parallelism"]
+
+
+# Relative cost of each recomputation choice in FLOPs: full recomputation runs the forward pass again (one
+# forward = a third of forward + backward); selective recomputes only the attention core, a few percent for
+# these shapes (Korthikanti et al. 2022, section 5); offloading recomputes like full and copies to the host.
+RECOMPUTE_EXTRA_FLOPS = {"none": 0.0, "selective": 0.05, "full": 1 / 3, "offload": 1 / 3}
+
+
+def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
+               shardings=("full", "hybrid:8", "hybrid:16", "hybrid:32"), tps=(1, 2, 4, 8),
+               recomputes=RECOMPUTE_CHOICES, micro_batch: int = 1, attention: str = "flash",
+               mfu: float = 0.4) -> list[dict]:
+    """Every buildable layout of the given choices as a table row: memory per device by part, whether it
+    fits, and what it costs in extra compute (recomputation) and communication (TP, shard degree).
+    Layouts the cluster cannot form (a degree that does not divide it) are left out."""
+    m = catalog.model(model) if isinstance(model, str) else model
+    rows = []
+    for sharding in shardings:
+        for tp in tps:
+            for recompute in recomputes:
+                try:
+                    p = make_plan(m, tokens, instance, instances, sharding=sharding, tp=tp, recompute=recompute,
+                                  micro_batch=micro_batch, attention=attention, mfu=mfu, suggest=False)
+                except PlanError:
+                    continue
+                parts = p.memory_breakdown_gb
+                rows.append({"sharding": sharding, "shard degree": p.layout["shard_degree"], "tp": tp,
+                             "recompute": recompute, "states GB": parts["weights"] + parts["gradients"]
+                             + parts["optimizer"], "activations GB": sum(v for k, v in parts.items()
+                                                                         if k.startswith("activations")),
+                             "GB per device": p.memory_gb_per_device, "usable GB": p.usable_memory_gb,
+                             "fits": p.fits, "extra compute": RECOMPUTE_EXTRA_FLOPS[recompute]})
+    return rows
+
+
+def choose(rows: list[dict]) -> dict:
+    """The course's rule among layouts that fit: least recomputation (it costs compute every step), then no
+    tensor parallelism (it all-reduces activations inside every layer), then the smallest shard degree
+    (the fewest bytes gathered over the network). Raises PlanError when nothing fits."""
+    fitting = [r for r in rows if r["fits"]]
+    if not fitting:
+        raise PlanError("no candidate layout fits: add instances, use a larger-memory instance, or allow "
+                        "recomputation, offloading or tensor parallelism")
+    return min(fitting, key=lambda r: (r["extra compute"], r["tp"], r["shard degree"]))

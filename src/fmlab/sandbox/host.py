@@ -221,6 +221,7 @@ def process_environment(base: dict[str, str], sm_env: dict[str, str], threads: i
     env.update({"PYTHONUNBUFFERED": "1", "FMLAB_BACKEND": "local", "OMP_NUM_THREADS": str(threads),
                 storage.LOCAL_BUCKET_VARIABLE: str(storage.local_bucket_root())})
     env.pop("PYTHONPATH", None)  # the shipped source directory, not this checkout, is what the job imports
+    env["FMLAB_SANDBOX_HOST"] = sm_env.get("SM_CURRENT_HOST", "algo-1")  # this machine's own /opt/ml is not the job's
     if checkpoints is not None:
         env["FMLAB_CHECKPOINT_DIR"] = str(checkpoints)  # what fmlab.train reads instead of /opt/ml/checkpoints
     return env

@@ -55,6 +55,8 @@ class TrainConfig:
     stop_after: int = 0  # stop after this step as if the job were killed (resume drills); 0: run to max_steps
     peak_tflops: float = 0.0  # device peak for MFU; 0: from the instance type or GPU name (none on a CPU)
     save_first_grads: str = ""  # write step 1's gradients (after DDP's all-reduce) to this safetensors file
+    eval_sequences: int = 0  # held-out sequences per evaluation (the dataset's validation split); 0: no evaluation
+    eval_every: int = 0  # steps between evaluations; 0: at the end of the run only
     # the parallel layout (fmlab.parallel.ParallelConfig)
     sharding: str = "none"  # none (DDP when world > 1) | full (FSDP) | hybrid
     hybrid_shard_degree: int = 0
@@ -136,7 +138,8 @@ def sagemaker_defaults(env: dict | None = None) -> dict:
     override = env.get("FMLAB_CHECKPOINT_DIR") or env.get("SM_CHECKPOINT_DIR")
     if override:
         found["checkpoint_dir"] = override
-    elif ("SM_MODEL_DIR" in env or "SM_TRAINING_ENV" in env) and Path(SAGEMAKER_CHECKPOINTS).is_dir():
+    elif (("SM_MODEL_DIR" in env or "SM_TRAINING_ENV" in env) and "FMLAB_SANDBOX_HOST" not in env
+          and Path(SAGEMAKER_CHECKPOINTS).is_dir()):
         found["checkpoint_dir"] = SAGEMAKER_CHECKPOINTS  # CheckpointConfig syncs it with S3
     ignored = []
     if env.get("SM_HPS"):

@@ -28,6 +28,8 @@ METRIC_DEFINITIONS = [
     {"Name": "train:tflops_per_device", "Regex": rf" tflops={_NUMBER}"},
     {"Name": "train:mfu", "Regex": rf" mfu={_NUMBER}"},
 ]
+# The held-out loss has its own line (`step=N val_loss=...`), logged when the run evaluates.
+VALIDATION_METRIC_DEFINITIONS = [{"Name": "validation:loss", "Regex": rf"step=\d+ val_loss={_NUMBER}"}]
 
 
 def peak_tflops_of(device, override: float = 0.0) -> float | None:
@@ -72,6 +74,7 @@ class TrainLog:
     rank: int = 0
     tensorboard: bool = True
     records: list[dict] = field(default_factory=list)
+    validations: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._jsonl = None
@@ -110,6 +113,20 @@ class TrainLog:
                     self._writer.add_scalar(f"train/{name}", record[name], step)
         return record
 
+    def validation(self, step: int, loss: float, seconds: float) -> dict:
+        """Log the held-out loss at `step`: `step=20 val_loss=5.1234 val_ppl=168.9 val_s=0.210`."""
+        record = {"step": step, "val_loss": loss, "val_ppl": math.exp(min(loss, 50.0)), "val_s": seconds}
+        self.validations.append(record)
+        if self.rank != 0:
+            return record
+        print(f"step={step} val_loss={loss:.4f} val_ppl={record['val_ppl']:.2f} val_s={seconds:.3f}", flush=True)
+        if self._jsonl:
+            self._jsonl.write(json.dumps(record) + "\n")
+            self._jsonl.flush()
+        if self._writer:
+            self._writer.add_scalar("validation/loss", loss, step)
+        return record
+
     def close(self) -> None:
         if self._jsonl:
             self._jsonl.close()
@@ -119,9 +136,11 @@ class TrainLog:
             self._writer = None
 
 
-def read_metrics(path: str | Path) -> list[dict]:
-    """The records of a metrics.jsonl file (or of the folder holding one)."""
+def read_metrics(path: str | Path, kind: str = "train") -> list[dict]:
+    """The records of a metrics.jsonl file (or of the folder holding one): "train" steps or "validation" ones."""
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    key = "val_loss" if kind == "validation" else "loss"
+    return [r for r in records if key in r]

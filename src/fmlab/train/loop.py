@@ -57,6 +57,8 @@ class TrainResult:
     interrupted: bool = False
     checkpoint: str = ""
     model_dir: str = ""
+    val_loss: float | None = None  # held-out loss at the last step (when --eval-sequences > 0)
+    val_losses: dict[int, float] = dataclasses.field(default_factory=dict)  # step -> held-out loss
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -76,12 +78,13 @@ def build_optimizer(model, cfg: TrainConfig):
     return optimizer, scheduler
 
 
-def open_dataset(cfg: TrainConfig, vocab: int):
-    """The packed dataset to train on, checked against the model's vocabulary."""
+def open_dataset(cfg: TrainConfig, vocab: int, split: str = "train"):
+    """The packed dataset to train on (or its held-out split), checked against the model's vocabulary."""
     from fmlab import data
 
-    path = cfg.data or data.course_dataset(seq_len=cfg.seq_len, vocab_size=vocab)
-    ds = data.PackedDataset(path)
+    path = cfg.data or data.course_dataset(seq_len=cfg.seq_len, vocab_size=vocab,
+                                           validation_units=2 if cfg.eval_sequences else 0)
+    ds = data.PackedDataset(path, split=split)
     if ds.vocab_size > vocab:
         raise TrainConfigError(f"the dataset {path} uses a vocabulary of {ds.vocab_size} tokens, more than the "
                                f"model's {vocab}: pick a model preset with a larger vocabulary or re-tokenize the data")
@@ -164,6 +167,7 @@ class _Run:
     scheduler: object
     ckpt: object
     start_step: int
+    val_ds: object = None  # the held-out split, when the run evaluates
 
 
 def _setup(cfg: TrainConfig) -> _Run:
@@ -183,7 +187,13 @@ def _setup(cfg: TrainConfig) -> _Run:
         print(f"note: ignoring arguments fmlab.train does not use: {' '.join(cfg.ignored)}", flush=True)
     if cfg.micro_batch < 1 or cfg.grad_accum < 1 or cfg.max_steps < 1 or cfg.log_every < 1:
         raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
+    if cfg.eval_sequences < 0 or cfg.eval_every < 0:
+        raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
     ds = open_dataset(cfg, preset.vocab)
+    val_ds = open_dataset(cfg, preset.vocab, split="validation") if cfg.eval_sequences else None
+    if val_ds is not None and min(cfg.eval_sequences, len(val_ds)) < dist.dp_size:
+        raise TrainConfigError(f"--eval-sequences {cfg.eval_sequences} cannot be shared by {dist.dp_size} "
+                               f"data-parallel ranks (the held-out split has {len(val_ds)}): use at least {dist.dp_size}")
     if ds.seq_len > preset.seq_len:
         raise TrainConfigError(f"sequences of {ds.seq_len} tokens are longer than {preset.name}'s context of "
                                f"{preset.seq_len}: use --seq-len {preset.seq_len} or a preset with a longer context")
@@ -210,7 +220,7 @@ def _setup(cfg: TrainConfig) -> _Run:
         start_step = int(loader.load(resume_from, model, optimizer, scheduler, sampler)["step"])
         if dist.rank == 0:
             print(f"resumed from {resume_from} at step {start_step}", flush=True)
-    return _Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, ckpt, start_step)
+    return _Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, ckpt, start_step, val_ds)
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -232,6 +242,7 @@ def _loop(run: _Run, started: float) -> TrainResult:
 
     from fmlab.plan import compute
     from fmlab.train import checkpoint
+    from fmlab.train.evaluate import heldout_loss
     from fmlab.train.log import TrainLog, peak_tflops_of
 
     cfg, dist, model, optimizer, scheduler = run.cfg, run.dist, run.model, run.optimizer, run.scheduler
@@ -242,7 +253,7 @@ def _loop(run: _Run, started: float) -> TrainResult:
     data = batches(run.ds, run.sampler, cfg.micro_batch, dist.device)
     last_step = cfg.stop_after if 0 < cfg.stop_after < cfg.max_steps else cfg.max_steps
     window_start, window_steps, window_data, window_loss = time.perf_counter(), 0, 0.0, None
-    steady_start, steady_steps, saved, losses = None, 0, "", {}
+    steady_start, steady_steps, saved, losses, val_losses = None, 0, "", {}, {}
     model.train()
     for step in range(run.start_step + 1, last_step + 1):
         for micro in range(cfg.grad_accum):
@@ -280,6 +291,13 @@ def _loop(run: _Run, started: float) -> TrainResult:
             losses[step] = record["loss"]
             # windows tile the run: logging and checkpoint time count in the next window
             window_start, window_steps, window_data, window_loss = now, 0, 0.0, None
+        if run.val_ds is not None and ((cfg.eval_every and step % cfg.eval_every == 0) or step == last_step):
+            t = time.perf_counter()
+            val_losses[step] = heldout_loss(model, run.val_ds, cfg.eval_sequences, cfg.micro_batch, dist)
+            spent = time.perf_counter() - t
+            log.validation(step, val_losses[step], spent)
+            window_start += spent  # evaluation is not training: keep it out of the throughput
+            steady_start = steady_start + spent if steady_start is not None else None
         if run.ckpt is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
             saved = str(run.ckpt.save(step, model, optimizer, scheduler, run.sampler, {"model": cfg.model}))
     steady_seconds = time.perf_counter() - steady_start if steady_start else 0.0
@@ -297,7 +315,7 @@ def _loop(run: _Run, started: float) -> TrainResult:
                          tokens_per_s=tokens_per_s, tflops_per_device=tflops,
                          mfu=tflops / log.peak_tflops if log.peak_tflops else None, world_size=dist.world_size,
                          seconds=time.perf_counter() - started, interrupted=interrupted, checkpoint=saved,
-                         model_dir=exported)
+                         model_dir=exported, val_loss=val_losses.get(last_step), val_losses=val_losses)
     if dist.rank == 0 and cfg.output_dir:
         summary = {k: v for k, v in dataclasses.asdict(result).items() if k != "records"}
         summary["config"] = dataclasses.asdict(cfg)

@@ -1,0 +1,173 @@
+"""Module 7's job: pretraining a GPT with sharded data parallelism (SMP v2 on PyTorch FSDP), described once.
+
+    run = ShardedRun(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, hybrid_shard_degree=16)
+    spec = run.job_spec(data_uri="s3://bucket/data/v1", checkpoint_uri="s3://bucket/checkpoints/gpt30b")
+    twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60)
+
+`job_spec` gives the `fmlab.jobs.JobSpec` that `jobs.launch` sends to SageMaker (or runs in the sandbox):
+torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment below, the
+training data streamed with FastFile, /opt/ml/checkpoints synced to S3, a stopping condition. `shrink` keeps
+every one of those choices and changes only the sizes, so the laptop run is the same job, smaller.
+
+The training script is `entrypoints/train.py` (fmlab.train): SMP's settings reach it as `--mp_parameters`;
+with `torch.sagemaker` present it calls `tsm.init()` / `tsm.transform()`, elsewhere the same FSDP2 layout
+is built with PyTorch alone (fmlab.parallel.smp).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from fmlab.jobs.spec import JobSpec
+from fmlab.plan import catalog
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable of the job, with why it is set and where that is documented."""
+
+    name: str
+    value: str
+    purpose: str
+    source: str
+
+
+_EC2_EFA_NCCL = ("Amazon EC2 user guide, 'Get started with EFA and NCCL for ML workloads' (efa-start-nccl-base), "
+                 "read 2026-11")
+EFA_ENVIRONMENT = (
+    EnvVar("FI_PROVIDER", "efa", "libfabric uses the EFA provider (NCCL reaches EFA through the aws-ofi-nccl "
+           "plug-in); the guide: 'This must be set to \"efa\"'", _EC2_EFA_NCCL),
+    EnvVar("FI_EFA_USE_DEVICE_RDMA", "1", "use the EFA device's RDMA for one- and two-sided transfers: GPUDirect "
+           "RDMA on p4d/p4de (GPU memory to the network without a host copy)", _EC2_EFA_NCCL),
+    EnvVar("NCCL_PROTO", "simple", "EFA does not support NCCL's LL/LL128 protocols; 'Enabling them could lead "
+           "to data corruption' (newer aws-ofi-nccl plug-ins set it themselves)",
+           _EC2_EFA_NCCL + "; aws/aws-ofi-nccl issue #76"),
+    EnvVar("NCCL_DEBUG", "INFO", "log NCCL's set-up, so the first minutes of the job show which network it "
+           "chose (see NCCL_LOG_CHECKS)", _EC2_EFA_NCCL),
+)
+
+# What to look for in the job's log with NCCL_DEBUG=INFO (grep without case: the plug-in's wording changed).
+NCCL_LOG_CHECKS = (
+    ("EFA is the provider", "NET/OFI Selected Provider is efa",
+     "EC2 EFA+NCCL guide; newer aws-ofi-nccl prints 'Selected provider is efa, fabric is efa (found N nics)'"),
+    ("NCCL uses the libfabric plug-in", "Using network AWS Libfabric",
+     "aws-ofi-nccl <= 1.11; later versions print 'Using network Libfabric' (aws-ofi-nccl PR #530)"),
+    ("GPUDirect RDMA is on", "via NET/AWS Libfabric/0/GDRDMA",
+     "a channel line ending in GDRDMA (awslabs/libfabric-ci-scripts checks exactly this in run-nccl-tests.sh)"),
+    ("bad sign: plain sockets", "Using network Socket",
+     "NCCL fell back to TCP: EFA is not attached or the security group blocks it (SageMaker troubleshooting)"),
+)
+
+
+def environment() -> dict[str, str]:
+    """The EFA/NCCL variables as the job's Environment."""
+    return {v.name: v.value for v in EFA_ENVIRONMENT}
+
+
+@dataclass(frozen=True)
+class ShardedRun:
+    """A sharded pretraining run: the model, the cluster, the SMP v2 layout and the training settings."""
+
+    name: str = "gpt30b"
+    model: str = "gpt-30b"
+    instance_type: str = "ml.p4d.24xlarge"
+    instances: int = 16
+    processes_per_host: int | None = None  # None: one per GPU (SageMaker's default)
+    hybrid_shard_degree: int = 0  # SMP v2: 0 = shard over every rank; D = shard within groups of D
+    tensor_parallel_degree: int = 1
+    activation_checkpointing: str = "full"  # none | selective | full (PyTorch's, applied by the script)
+    activation_offloading: bool = False  # SMP's sm_activation_offloading (needs checkpointing)
+    seq_len: int | None = None  # None: the model's context
+    micro_batch: int = 1
+    grad_accum: int = 1
+    max_steps: int = 1000
+    lr: float = 1e-4
+    warmup_steps: int = 100
+    checkpoint_every: int = 250
+    keep_checkpoints: int = 3
+    eval_every: int = 0  # 0: evaluate on the held-out split at the end only
+    eval_sequences: int = 64  # held-out sequences per evaluation (0: none)
+    log_every: int = 10
+    max_run_hours: float = 120.0
+
+    # ---- derived values -------------------------------------------------------------------------------
+    @property
+    def preset(self) -> catalog.ModelPreset:
+        return catalog.model(self.model)
+
+    @property
+    def processes(self) -> int:
+        per_host = self.processes_per_host or catalog.instance(self.instance_type).processes
+        return self.instances * per_host
+
+    @property
+    def sequence_length(self) -> int:
+        return self.seq_len or self.preset.seq_len
+
+    @property
+    def tokens_per_step(self) -> int:
+        replicas = self.processes // self.tensor_parallel_degree
+        return replicas * self.micro_batch * self.grad_accum * self.sequence_length
+
+    def smp(self) -> dict:
+        """The SMP v2 settings (`SMP(**run.smp())` in SDK v3; `--mp_parameters` in the script)."""
+        out = {"hybrid_shard_degree": self.hybrid_shard_degree, "tensor_parallel_degree": self.tensor_parallel_degree}
+        if self.activation_offloading:
+            out.update(sm_activation_offloading=True, activation_loading_horizon=2)
+        return out
+
+    def hyperparameters(self) -> dict:
+        """What the training script gets besides the SMP settings (the checkpoint, model and output folders
+        come from SageMaker's environment: /opt/ml/checkpoints, SM_MODEL_DIR, SM_OUTPUT_DATA_DIR)."""
+        return {"model": self.model, "seq_len": self.sequence_length, "micro_batch": self.micro_batch,
+                "grad_accum": self.grad_accum, "max_steps": self.max_steps, "lr": self.lr,
+                "warmup_steps": self.warmup_steps, "activation_checkpointing": self.activation_checkpointing,
+                "checkpoint_every": self.checkpoint_every, "keep_checkpoints": self.keep_checkpoints,
+                "eval_every": self.eval_every, "eval_sequences": self.eval_sequences, "log_every": self.log_every}
+
+    def volume_gb(self) -> int:
+        """Disk per instance: room for `keep_checkpoints` full training checkpoints (at a restart SageMaker copies
+        the whole checkpoint prefix to every instance), plus 20% and 30 GB for the container and data."""
+        from fmlab.plan.compute import param_count
+        from fmlab.plan.layout import checkpoint_gb
+
+        per_checkpoint = checkpoint_gb(param_count(self.preset))["training"]
+        return max(30, math.ceil(30 + 1.2 * self.keep_checkpoints * per_checkpoint))
+
+    def job_spec(self, data_uri: str, checkpoint_uri: str, role: str | None = None, region: str | None = None,
+                 **overrides) -> JobSpec:
+        """The JobSpec of this run: SMP v2 on torchrun, EFA environment, FastFile data, synced checkpoints."""
+        fields = dict(
+            name=self.name, hyperparameters=self.hyperparameters(), instance_type=self.instance_type,
+            instance_count=self.instances, processes_per_host=self.processes_per_host, distribution="smp",
+            smp=self.smp(), inputs={"train": data_uri}, input_mode="FastFile", checkpoint_s3_uri=checkpoint_uri,
+            max_run_seconds=int(self.max_run_hours * 3600), environment=environment(), role=role, region=region,
+            volume_gb=self.volume_gb())
+        fields.update(overrides)
+        return JobSpec(**fields)
+
+    def shrink(self, **changes) -> ShardedRun:
+        """The same run with other sizes (model, instances, processes, steps): the laptop twin of a cloud run."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class PublishedThroughput:
+    """A throughput a source reports for this kind of run (quoted, not measured here)."""
+
+    tflops_per_gpu: float
+    quote: str
+    source: str
+    note: str
+
+
+SMP_2022_GPT30B = PublishedThroughput(
+    141.0,
+    "With a 30B parameter GPT-2 model with sequence length 2048, this new feature achieved 141 TFLOPs, a 39.7% "
+    "speed up compared to DeepSpeed ZeRO-3.",
+    "AWS Machine Learning Blog, 'Train gigantic models with near-linear scaling using sharded data parallelism "
+    "on Amazon SageMaker', 2022-10-31 (SMP v1 sharded data parallelism, MiCS), read 2026-11",
+    "The post gives 141 TFLOPs without 'per GPU'; on its clusters of up to 256 A100s only a per-GPU reading "
+    "is possible (about 45% of the A100's 312 TFLOP/s dense bf16 peak): that reading is ours.")

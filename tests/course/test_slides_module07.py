@@ -1,0 +1,125 @@
+"""Deck 07 (GPT-30B with sharded data parallelism): every number the planner computes is on the slides as computed.
+
+Run: .venv/bin/pytest tests/course/test_slides_module07.py -q   (a second or two: arithmetic only, no notebook)
+
+The deck quotes the planner (fmlab.plan) for gpt-30b on 16 x ml.p4d.24xlarge, 300B tokens at 40% MFU,
+micro-batch 1 and FlashAttention; these tests recompute each figure and look for it, formatted as the slide
+writes it, so a change in the planner or the catalog shows up here instead of as a stale slide.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from fmlab.course import figures
+from fmlab.course.slides import read_deck
+from fmlab.parallel.scaling import hybrid_traffic
+from fmlab.plan import catalog, compute
+from fmlab.plan.layout import make_plan
+
+DECK_PATH = Path(__file__).resolve().parents[2] / "slides" / "07_gpt30b_sharded_training.md"
+MODEL, INSTANCE, COUNT, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
+
+
+@pytest.fixture(scope="module")
+def deck() -> str:
+    return DECK_PATH.read_text(encoding="utf-8")
+
+
+def plan(**kw):
+    return make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, attention="flash", suggest=False, **kw)
+
+
+def test_the_deck_parses_and_shows_the_three_figures():
+    parsed = read_deck(DECK_PATH)
+    assert parsed.figures == ["gpt30b_memory", "hybrid_traffic", "gpt30b_ladder"]
+    assert parsed.stacks[1][0].markdown.startswith("## Learning objectives")
+    assert all(slide.notes for stack in parsed.stacks for slide in stack), "every slide has speaker notes"
+    # the figures are drawn for the run the slides describe
+    assert (figures.MODEL, figures.INSTANCE, figures.INSTANCES, figures.TOKENS, figures.MFU) == (
+        MODEL, INSTANCE, COUNT, TOKENS, MFU)
+
+
+def test_model_size_and_why_it_needs_sharding(deck):
+    m = catalog.model(MODEL)
+    params = compute.param_count(m)
+    assert f"{m.layers} layers, hidden {m.hidden:,}, {m.heads} heads, context {m.seq_len:,}" in deck
+    assert f"**{params / 1e9:.2f}B parameters**" in deck  # 29.97B
+    assert f"**~{16 * params / 1e9:.0f} GB per GPU**" in deck  # DDP: 16 bytes per parameter
+    assert f"An A100 in a p4d.24xlarge has **{catalog.instance(INSTANCE).device_memory_gb:.0f} GB**" in deck
+    full = plan(sharding="full")
+    states = sum(full.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
+    assert f"the states are {states:.1f} GB per GPU" in deck
+
+
+def test_the_chosen_layout_and_its_alternatives(deck):
+    chosen = plan(sharding="full")
+    assert chosen.fits and chosen.layout["shard_degree"] == 128
+    assert f"**{chosen.memory_gb_per_device:.1f} GB per GPU** of the {chosen.usable_memory_gb:.0f} GB usable" in deck
+    eager = make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, sharding="full", suggest=False)
+    assert f"({eager.memory_gb_per_device:.1f} GB if attention stored its scores)" in deck
+    assert not eager.fits
+    hybrid8 = plan(sharding="hybrid:8")
+    states8 = sum(hybrid8.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
+    assert not hybrid8.fits and states8 > hybrid8.usable_memory_gb  # the states alone do not fit
+    assert f"{states8:.0f} GB of states alone, {hybrid8.memory_gb_per_device:.0f} GB with activations" in deck
+    recompute = plan(sharding="full", recompute="full")
+    assert f"Full recomputation fits easily ({recompute.memory_gb_per_device:.1f} GB)" in deck
+    m = catalog.model(MODEL)
+    extra = compute.hardware_flops_per_token(m, recompute="full") / compute.flops_per_token(m) - 1
+    assert extra == pytest.approx(1 / 3) and "**about a third more compute**" in deck
+    for tp in (2, 4, 8):
+        assert plan(sharding="full", tp=tp).fits  # "Tensor parallelism fits too"
+    for d in (16, 32):  # "do not fit on their own either"
+        assert not plan(sharding=f"hybrid:{d}").fits and plan(sharding=f"hybrid:{d}", recompute="full").fits
+    p4de = make_plan(MODEL, TOKENS, "ml.p4de.24xlarge", COUNT, micro_batch=1, attention="flash", sharding="hybrid:8",
+                     recompute="full", suggest=False)
+    assert p4de.fits  # the note on 80 GB GPUs
+
+
+def test_the_traffic_numbers(deck):
+    params = compute.param_count(catalog.model(MODEL))
+    d8, full = hybrid_traffic(params, 128, 8), hybrid_traffic(params, 128, 128)
+    assert f"Hybrid 8: ~{d8['inter_node_bytes'] / 1e9:.0f} GB per GPU per step over EFA " \
+           f"(+ ~{d8['intra_node_bytes'] / 1e9:.0f} GB on NVLink)" in deck
+    assert full["intra_node_bytes"] == 0
+    assert f"Full sharding: ~{full['inter_node_bytes'] / 1e9:.0f} GB per GPU per step, all over EFA" in deck
+
+
+def _usd(x: float) -> str:
+    return f"${x / 1e3:.0f}k" if x >= 1e5 else f"${x / 1e3:.1f}k" if x >= 1e3 else f"${x:.0f}"
+
+
+def test_the_ladder_table_time_and_cost(deck):
+    phases = compute.phased_plan(MODEL, TOKENS, INSTANCE, COUNT, MFU)
+    assert [p.name for p in phases] == ["base", "medium", "large", "jumbo"]
+    for p in phases:
+        row = (f"| {p.name} | {p.estimate.params / 1e9:.2g}B | {p.data_fraction:.0%} | {p.devices} | "
+               f"{p.estimate.days:.1f} | {_usd(p.estimate.cost_usd)} |").replace("| 30B |", "| 30.0B |")
+        assert row in deck, f"the ladder table should read {row!r}"
+    run = compute.estimate_run(MODEL, TOKENS, INSTANCE, COUNT, MFU)
+    assert (phases[-1].estimate.days, phases[-1].estimate.cost_usd) == pytest.approx((run.days, run.cost_usd))
+    assert f"{run.days:.1f} days and about ${run.cost_usd / 1e3:.0f}k on demand" in deck  # 40.9 days, $592k
+    rehearsal = sum(p.estimate.cost_usd for p in phases[:-1]) / run.cost_usd
+    assert f"The three rehearsal rungs cost about {rehearsal:.0%} of the full run" in deck
+
+
+def test_the_published_figure_and_our_reading(deck):
+    quote = ("With a 30B parameter GPT-2 model with sequence length 2048, this new feature achieved 141 TFLOPs, "
+             "a 39.7%\n> speed up compared to DeepSpeed ZeRO-3")
+    assert quote in deck
+    peak = catalog.instance(INSTANCE).peak_tflops_bf16
+    assert f"about **{141 / peak:.0%}**" in deck and f"{peak:.0f} TFLOP/s bf16 peak" in deck
+    assert "That reading is ours" in deck
+    assert f"about {1 - 0.40 / 0.45:.0%} shorter and cheaper" in deck  # days and cost scale with 1 / MFU
+
+
+def test_the_job_slides_name_the_current_image_and_settings(deck):
+    assert "658645717510.dkr.ecr.{region}.amazonaws.com/" in deck
+    assert '"smdistributed-modelparallel:2.5.1-gpu-py311-cu124",  # SMP v2.8.0' in deck
+    assert "Torchrun(smp=SMP(hybrid_shard_degree=0" in deck and "CheckpointConfig(" in deck
+    assert 'training_input_mode="FastFile"' in deck
+    for line in ("NET/OFI Selected Provider is efa", "Using network AWS Libfabric", "Using network Libfabric",
+                 "/GDRDMA", "Using network Socket", "`NCCL_PROTO` | `simple`", "`FI_EFA_USE_DEVICE_RDMA` | `1`"):
+        assert line in deck, line
+    assert "tests/" not in deck and "pytest" not in deck  # speaker notes are for instructors, not maintainers

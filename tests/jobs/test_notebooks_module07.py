@@ -1,0 +1,61 @@
+"""Module 7: notebook 07 (the sharded 30B GPT run), executed with papermill on its default, laptop-sized settings.
+
+Run: .venv/bin/pytest tests/jobs/test_notebooks_module07.py -q   (about 70 s: two sandbox jobs and a gate)
+
+The notebook's figures are checked against the package (the planner's candidates and choice, estimate_run) and
+against what it ran: the local ladder's gates (computed from the rungs' real checkpoints and held-out losses),
+the damaged checkpoint that must fail its gate, the captured 30B request, and the twin job on 2 instances.
+"""
+
+import json
+import math
+
+import pytest
+
+from fmlab.plan import catalog, compute, layout
+
+pytestmark = pytest.mark.notebook
+
+NOTEBOOK = "notebooks/07_gpt30b_sharded_training.ipynb"
+
+
+def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
+    r = run_notebook(NOTEBOOK)
+    assert r.ok, r.error
+    rec = r.records
+
+    # 1. the plan, from the planner
+    assert rec["nb07.params"] == compute.param_count(catalog.model("gpt-30b"))
+    choice = layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, attention="flash"))
+    assert rec["nb07.choice"] == {k: choice[k] for k in ("sharding", "shard degree", "tp", "recompute")}
+    assert rec["nb07.choice_gb"] == pytest.approx(choice["GB per device"], abs=0.01)
+    assert rec["nb07.full_none_gb"] == {"flash": 28.12, "eager": 92.54}
+    run = compute.estimate_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, 0.4)
+    assert rec["nb07.days"] == pytest.approx(run.days, abs=0.01)
+    assert rec["nb07.cost_usd"] == pytest.approx(run.cost_usd, abs=1)
+
+    # 2. the ladder: both rungs pass every check; the damaged checkpoint fails its gate
+    gates = rec["nb07.gates"]
+    assert list(gates) == ["base", "medium"]
+    for rung in gates.values():
+        assert rung["passed"] and rung["checks"] == {"checkpoint": True, "improves": True, "throughput": True}
+        assert rung["reloaded"] == pytest.approx(rung["val_loss"], abs=1e-3)
+    assert gates["medium"]["val_loss"] < gates["base"]["val_loss"] < math.log(512)
+    assert rec["nb07.damaged_gate"] == {"passed": False, "checks": {"checkpoint": False, "improves": True,
+                                                                     "throughput": True}}
+
+    # 3. the cloud request carries the chosen SMP layout, the SMP v2 image and the EFA environment
+    req = rec["nb07.request"]
+    assert req["problems"] == 0 and (req["count"], req["type"]) == (16, "ml.p4d.24xlarge")
+    assert req["image"].endswith("/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
+    assert json.loads(req["mp_parameters"]) == rec["nb07.smp"] == {"hybrid_shard_degree": 0, "tensor_parallel_degree": 1}
+    assert req["environment"]["FI_PROVIDER"] == "efa" and req["environment"]["NCCL_PROTO"] == "simple"
+    assert req["max_run_s"] == 30 * 86400  # 41 planned days: capped at the 30-day maximum of a training job
+
+    # 4. the twin crossed two sandbox instances with hybrid sharding, and learned
+    medium = rec["nb07.medium"]
+    assert medium["status"] == "Completed" and medium["instances"] == 2 and medium["processes_per_host"] == 2
+    assert medium["hosts"] == ["algo-1", "algo-2"]
+    assert medium["last_loss"] < medium["first_loss"]
+    assert medium["checkpoint_files"] > 0 and medium["tensorboard_files"] >= 1
+    assert rec["nb07.seconds"] < 120

@@ -1,0 +1,91 @@
+"""Module 7's job: the GPT-30B plan against the published shape, and its CreateTrainingJob request (SMP v2 image,
+SMP settings, EFA environment, FastFile data, checkpoints, stopping condition), checked without AWS."""
+
+import json
+
+import pytest
+
+from fmlab.jobs.request import capture_request
+from fmlab.jobs.sharded import EFA_ENVIRONMENT, ShardedRun, environment
+from fmlab.plan import catalog, compute, layout
+from fmlab.sandbox.validate import problems_in
+
+ROLE = "arn:aws:iam::111122223333:role/fmlab-course"
+
+
+def test_gpt30b_has_thirty_billion_parameters():
+    """SageMaker's GPT-30B example shape: hidden 7168, 48 layers, 64 heads, context 2048, GPT-2 vocabulary."""
+    m = catalog.model("gpt-30b")
+    assert (m.hidden, m.layers, m.heads, m.seq_len, m.vocab) == (7168, 48, 64, 2048, 50257)
+    assert compute.param_count(m) == pytest.approx(30e9, rel=0.002)  # 29,974,432,768
+
+
+def test_flash_attention_drops_the_stored_scores():
+    """Korthikanti et al. 2022 keep s*b*h*(34 + 5as/h) bytes per layer; FlashAttention never stores the a*s*s
+    scores, leaving 34*s*b*h: for GPT-30B at 2048 tokens, 92.5 GB per GPU becomes 28.1 GB (full sharding, 128)."""
+    m = catalog.model("gpt-30b")
+    s, b, h = 2048, 1, 7168
+    assert layout.activation_bytes_per_layer(m, b, s, attention="flash") == 34 * s * b * h
+    assert layout.activation_bytes_per_layer(m, b, s) == s * b * h * (34 + 5 * 64 * s / h)
+    eager = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, sharding="full")
+    flash = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, sharding="full", attention="flash")
+    assert round(eager.memory_gb_per_device, 1) == 92.5 and not eager.fits
+    assert round(flash.memory_gb_per_device, 1) == 28.1 and flash.fits
+    with pytest.raises(compute.PlanError, match="attention must be one of"):
+        layout.activation_bytes_per_layer(m, b, s, attention="sparse")
+
+
+def test_the_chosen_layout_is_full_sharding_without_recomputation():
+    rows = layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16)
+    hybrid8 = [r for r in rows if r["sharding"] == "hybrid:8" and r["tp"] == 1]
+    assert hybrid8 and not any(r["fits"] for r in hybrid8)  # 16 B x 30B / 8 = 60 GB of states alone
+    choice = layout.choose(rows)
+    assert (choice["sharding"], choice["tp"], choice["recompute"]) == ("full", 1, "none")
+    assert choice["states GB"] == pytest.approx(16 * compute.param_count(catalog.model("gpt-30b")) / 128 / 1e9)
+    with pytest.raises(compute.PlanError, match="no candidate layout fits"):
+        layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 1, shardings=("hybrid:8",),
+                                        tps=(1,), recomputes=("none",)))
+
+
+@pytest.fixture(scope="module")
+def request_30b():
+    run = ShardedRun(hybrid_shard_degree=0, activation_checkpointing="none", max_steps=5000)
+    spec = run.job_spec("s3://course-bucket/data/gpt2", "s3://course-bucket/checkpoints/gpt30b", role=ROLE,
+                        region="us-west-2")
+    return run, capture_request(spec).request
+
+
+def test_the_30b_request_validates_and_carries_the_plan(request_30b):
+    run, r = request_30b
+    assert problems_in(r) == []
+    assert r["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge" and r["ResourceConfig"]["InstanceCount"] == 16
+    assert r["AlgorithmSpecification"]["TrainingImage"] == (
+        "658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
+    assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 0, "tensor_parallel_degree": 1}
+    assert r["HyperParameters"]["model"] == "gpt-30b" and r["HyperParameters"]["activation_checkpointing"] == "none"
+    assert "checkpoint_dir" not in r["HyperParameters"]  # the script takes /opt/ml/checkpoints from SageMaker
+    assert r["Environment"] == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_PROTO": "simple",
+                                "NCCL_DEBUG": "INFO"} == environment()
+    train = next(c for c in r["InputDataConfig"] if c["ChannelName"] == "train")
+    assert train["DataSource"]["S3DataSource"]["S3Uri"] == "s3://course-bucket/data/gpt2"
+    assert train["InputMode"] == "FastFile"
+    assert r["CheckpointConfig"] == {"S3Uri": "s3://course-bucket/checkpoints/gpt30b", "LocalPath": "/opt/ml/checkpoints"}
+    assert r["StoppingCondition"]["MaxRuntimeInSeconds"] == 120 * 3600
+    # room for 3 full training checkpoints (12 bytes/parameter: 360 GB each) on every instance
+    assert r["ResourceConfig"]["VolumeSizeInGB"] == run.volume_gb() >= 3 * 360
+    assert all(v.source for v in EFA_ENVIRONMENT)
+
+
+def test_the_twin_keeps_everything_but_the_sizes(request_30b):
+    run, _ = request_30b
+    twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60)
+    spec = twin.job_spec("s3://fmlab-local/data", "s3://fmlab-local/ckpt")
+    assert (spec.distribution, spec.input_mode, spec.environment) == ("smp", "FastFile", environment())
+    assert spec.world_size() == 4 and spec.smp == {"hybrid_shard_degree": 2, "tensor_parallel_degree": 1}
+    assert spec.volume_gb <= 31 and twin.tokens_per_step == 4 * 1 * 128  # a tiny model needs no big disk
+
+
+def test_the_request_reads_the_held_out_loss_as_a_metric(request_30b):
+    _, r = request_30b
+    names = {m["Name"] for m in r["AlgorithmSpecification"]["MetricDefinitions"]}
+    assert {"train:loss", "train:mfu", "validation:loss"} <= names

@@ -47,24 +47,27 @@ def test_model_size_and_why_it_needs_sharding(deck):
     assert f"**{params / 1e9:.2f}B parameters**" in deck  # 29.97B
     assert f"**~{16 * params / 1e9:.0f} GB per GPU**" in deck  # DDP: 16 bytes per parameter
     assert f"An A100 in a p4d.24xlarge has **{catalog.instance(INSTANCE).device_memory_gb:.0f} GB**" in deck
-    full = plan(sharding="full")
-    states = sum(full.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
-    assert f"the states are {states:.1f} GB per GPU" in deck
+    group = plan(sharding="hybrid:64")
+    states = sum(group.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
+    assert f"Sharded over a group of 64 GPUs, the states are {states:.1f} GB per GPU" in deck
 
 
 def test_the_chosen_layout_and_its_alternatives(deck):
-    chosen = plan(sharding="full")
-    assert chosen.fits and chosen.layout["shard_degree"] == 128
+    from fmlab.plan.layout import candidates, choose
+
+    rule = choose(candidates(MODEL, TOKENS, INSTANCE, COUNT, attention="flash", mfu=MFU))
+    assert (rule["sharding"], rule["tp"], rule["recompute"]) == ("hybrid:64", 1, "none")
+    chosen = plan(sharding="hybrid:64")
+    assert chosen.fits and chosen.layout["shard_degree"] == 64 and "`hybrid_shard_degree=64`" in deck
     assert f"**{chosen.memory_gb_per_device:.1f} GB per GPU** of the {chosen.usable_memory_gb:.0f} GB usable" in deck
+    full = plan(sharding="full")
     eager = make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, sharding="full", suggest=False)
-    assert f"({eager.memory_gb_per_device:.1f} GB if attention stored its scores)" in deck
-    assert not eager.fits
+    assert f"({full.memory_gb_per_device:.1f} GB; {eager.memory_gb_per_device:.1f} GB if attention stored its scores)" in deck
+    assert full.fits and not eager.fits
     hybrid8 = plan(sharding="hybrid:8")
     states8 = sum(hybrid8.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
     assert not hybrid8.fits and states8 > hybrid8.usable_memory_gb  # the states alone do not fit
     assert f"{states8:.0f} GB of states alone, {hybrid8.memory_gb_per_device:.0f} GB with activations" in deck
-    recompute = plan(sharding="full", recompute="full")
-    assert f"Full recomputation fits easily ({recompute.memory_gb_per_device:.1f} GB)" in deck
     m = catalog.model(MODEL)
     extra = compute.hardware_flops_per_token(m, recompute="full") / compute.flops_per_token(m) - 1
     assert extra == pytest.approx(1 / 3) and "**about a third more compute**" in deck
@@ -79,11 +82,13 @@ def test_the_chosen_layout_and_its_alternatives(deck):
 
 def test_the_traffic_numbers(deck):
     params = compute.param_count(catalog.model(MODEL))
-    d8, full = hybrid_traffic(params, 128, 8), hybrid_traffic(params, 128, 128)
+    d8, d64, full = (hybrid_traffic(params, 128, d) for d in (8, 64, 128))
     assert f"Hybrid 8: ~{d8['inter_node_bytes'] / 1e9:.0f} GB per GPU per step over EFA " \
            f"(+ ~{d8['intra_node_bytes'] / 1e9:.0f} GB on NVLink)" in deck
     assert full["intra_node_bytes"] == 0
-    assert f"Full sharding: ~{full['inter_node_bytes'] / 1e9:.0f} GB per GPU per step, all over EFA" in deck
+    assert f"{d64['inter_node_bytes'] / 1e9:.0f}" == f"{full['inter_node_bytes'] / 1e9:.0f}"
+    assert f"Groups of 64 (chosen) and full sharding over 128: ~{full['inter_node_bytes'] / 1e9:.0f} GB per GPU per " \
+           "step, all over EFA" in deck
 
 
 def _usd(x: float) -> str:
@@ -117,7 +122,7 @@ def test_the_published_figure_and_our_reading(deck):
 def test_the_job_slides_name_the_current_image_and_settings(deck):
     assert "658645717510.dkr.ecr.{region}.amazonaws.com/" in deck
     assert '"smdistributed-modelparallel:2.5.1-gpu-py311-cu124",  # SMP v2.8.0' in deck
-    assert "Torchrun(smp=SMP(hybrid_shard_degree=0" in deck and "CheckpointConfig(" in deck
+    assert "Torchrun(smp=SMP(hybrid_shard_degree=64" in deck and "CheckpointConfig(" in deck
     assert 'training_input_mode="FastFile"' in deck
     for line in ("NET/OFI Selected Provider is efa", "Using network AWS Libfabric", "Using network Libfabric",
                  "/GDRDMA", "Using network Socket", "`NCCL_PROTO` | `simple`", "`FI_EFA_USE_DEVICE_RDMA` | `1`"):

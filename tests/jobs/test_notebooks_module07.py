@@ -48,7 +48,7 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     req = rec["nb07.request"]
     assert req["problems"] == 0 and (req["count"], req["type"]) == (16, "ml.p4d.24xlarge")
     assert req["image"].endswith("/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
-    assert json.loads(req["mp_parameters"]) == rec["nb07.smp"] == {"hybrid_shard_degree": 0, "tensor_parallel_degree": 1}
+    assert json.loads(req["mp_parameters"]) == rec["nb07.smp"] == {"hybrid_shard_degree": 64, "tensor_parallel_degree": 1}
     assert req["environment"]["FI_PROVIDER"] == "efa" and req["environment"]["NCCL_PROTO"] == "simple"
     assert req["max_run_s"] == 30 * 86400  # 41 planned days: capped at the 30-day maximum of a training job
 

@@ -35,13 +35,15 @@ def test_flash_attention_drops_the_stored_scores():
         layout.activation_bytes_per_layer(m, b, s, attention="sparse")
 
 
-def test_the_chosen_layout_is_full_sharding_without_recomputation():
+def test_the_chosen_layout_shards_over_the_smallest_group_without_recomputation():
     rows = layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16)
     hybrid8 = [r for r in rows if r["sharding"] == "hybrid:8" and r["tp"] == 1]
     assert hybrid8 and not any(r["fits"] for r in hybrid8)  # 16 B x 30B / 8 = 60 GB of states alone
+    no_recompute = [r for r in rows if r["recompute"] == "none" and r["tp"] == 1 and r["fits"]]
+    assert sorted(r["shard degree"] for r in no_recompute) == [64, 128]  # only groups of 64 or all 128 GPUs
     choice = layout.choose(rows)
-    assert (choice["sharding"], choice["tp"], choice["recompute"]) == ("full", 1, "none")
-    assert choice["states GB"] == pytest.approx(16 * compute.param_count(catalog.model("gpt-30b")) / 128 / 1e9)
+    assert (choice["sharding"], choice["tp"], choice["recompute"]) == ("hybrid:64", 1, "none")
+    assert choice["states GB"] == pytest.approx(16 * compute.param_count(catalog.model("gpt-30b")) / 64 / 1e9)
     with pytest.raises(compute.PlanError, match="no candidate layout fits"):
         layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 1, shardings=("hybrid:8",),
                                         tps=(1,), recomputes=("none",)))
@@ -49,7 +51,7 @@ def test_the_chosen_layout_is_full_sharding_without_recomputation():
 
 @pytest.fixture(scope="module")
 def request_30b():
-    run = ShardedRun(hybrid_shard_degree=0, activation_checkpointing="none", max_steps=5000)
+    run = ShardedRun(hybrid_shard_degree=64, activation_checkpointing="none", max_steps=5000)
     spec = run.job_spec("s3://course-bucket/data/gpt2", "s3://course-bucket/checkpoints/gpt30b", role=ROLE,
                         region="us-west-2")
     return run, capture_request(spec).request
@@ -61,7 +63,7 @@ def test_the_30b_request_validates_and_carries_the_plan(request_30b):
     assert r["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge" and r["ResourceConfig"]["InstanceCount"] == 16
     assert r["AlgorithmSpecification"]["TrainingImage"] == (
         "658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
-    assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 0, "tensor_parallel_degree": 1}
+    assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 64, "tensor_parallel_degree": 1}
     assert r["HyperParameters"]["model"] == "gpt-30b" and r["HyperParameters"]["activation_checkpointing"] == "none"
     assert "checkpoint_dir" not in r["HyperParameters"]  # the script takes /opt/ml/checkpoints from SageMaker
     assert r["Environment"] == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_PROTO": "simple",

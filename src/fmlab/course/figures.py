@@ -31,6 +31,7 @@ GPT30B_LAYOUTS: tuple[tuple[str, str, dict], ...] = (
     ("sharding", "hybrid 8", {"sharding": "hybrid:8"}),
     ("sharding", "hybrid 16", {"sharding": "hybrid:16"}),
     ("sharding", "hybrid 32", {"sharding": "hybrid:32"}),
+    ("sharding", "hybrid 64", {"sharding": "hybrid:64"}),
     ("full sharding + tensor parallel", "TP 2", {"sharding": "full", "tp": 2}),
     ("full sharding + tensor parallel", "TP 4", {"sharding": "full", "tp": 4}),
     ("full sharding + tensor parallel", "TP 8", {"sharding": "full", "tp": 8}),
@@ -38,7 +39,7 @@ GPT30B_LAYOUTS: tuple[tuple[str, str, dict], ...] = (
     ("full sharding + recomputation", "full", {"sharding": "full", "recompute": "full"}),
     ("full sharding + recomputation", "offload", {"sharding": "full", "recompute": "offload"}),
 )
-CHOSEN_LAYOUT = "full (128)"  # full sharding over all 128 GPUs, no recomputation
+CHOSEN_LAYOUT = "hybrid 64"  # groups of 64 GPUs (2 replicas), no recomputation: fmlab.plan.layout.choose
 HYBRID_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 _PARTS = (  # (legend label, keys of TrainingPlan.memory_breakdown_gb, colour)
@@ -73,11 +74,11 @@ def gpt30b_plans(attention: str = ATTENTION) -> dict[str, TrainingPlan]:
 def gpt30b_memory():
     """Memory per GPU (GB) of gpt-30b on 16 x ml.p4d.24xlarge for candidate layouts, stacked by part.
 
-    Layouts: full sharding over the 128 GPUs; hybrid sharding within groups of 8, 16 and 32; full sharding with
+    Layouts: full sharding over the 128 GPUs; hybrid sharding within groups of 8, 16, 32 and 64; full sharding with
     tensor parallelism 2, 4 and 8; full sharding with selective or full recomputation, or offloading. Each bar is
     fmlab.plan.layout.make_plan(..., attention="flash", micro_batch=1), split into weights, gradients, optimizer
     state and activations. The dashed line is the usable memory (90% of 40 GB); layouts above it are hatched and
-    pale, their labels red. The chosen layout, full sharding with no recomputation, is marked.
+    pale, their labels red. The chosen layout, hybrid groups of 64 with no recomputation, is marked.
     """
     plans = gpt30b_plans()
     labels = list(plans)

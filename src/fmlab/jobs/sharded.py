@@ -1,8 +1,9 @@
 """Module 7's job: pretraining a GPT with sharded data parallelism (SMP v2 on PyTorch FSDP), described once.
 
-    run = ShardedRun(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, hybrid_shard_degree=16)
+    run = ShardedRun(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, hybrid_shard_degree=64)
     spec = run.job_spec(data_uri="s3://bucket/data/v1", checkpoint_uri="s3://bucket/checkpoints/gpt30b")
-    twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60)
+    twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60,
+                      lr=3e-3, warmup_steps=5)   # a tiny model trains in few steps: shorter warm-up, higher LR
 
 `job_spec` gives the `fmlab.jobs.JobSpec` that `jobs.launch` sends to SageMaker (or runs in the sandbox):
 torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment below, the

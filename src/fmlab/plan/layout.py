@@ -288,7 +288,7 @@ RECOMPUTE_EXTRA_FLOPS = {"none": 0.0, "selective": 0.05, "full": 1 / 3, "offload
 
 
 def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
-               shardings=("full", "hybrid:8", "hybrid:16", "hybrid:32"), tps=(1, 2, 4, 8),
+               shardings=("full", "hybrid:8", "hybrid:16", "hybrid:32", "hybrid:64"), tps=(1, 2, 4, 8),
                recomputes=RECOMPUTE_CHOICES, micro_batch: int = 1, attention: str = "flash",
                mfu: float = 0.4) -> list[dict]:
     """Every buildable layout of the given choices as a table row: memory per device by part, whether it
@@ -316,8 +316,9 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
 
 def choose(rows: list[dict]) -> dict:
     """The course's rule among layouts that fit: least recomputation (it costs compute every step), then no
-    tensor parallelism (it all-reduces activations inside every layer), then the smallest shard degree
-    (the fewest bytes gathered over the network). Raises PlanError when nothing fits."""
+    tensor parallelism (it all-reduces activations inside every layer), then the smallest shard degree (the
+    MiCS idea behind SMP's sharded data parallelism: gather from the smallest group that holds the states).
+    Raises PlanError when nothing fits."""
     fitting = [r for r in rows if r["fits"]]
     if not fitting:
         raise PlanError("no candidate layout fits: add instances, use a larger-memory instance, or allow "

@@ -188,3 +188,12 @@ def test_smp_images_come_from_the_sdks_table_with_each_releases_python_and_cuda(
         image_uri("smp", "us-west-2", "1.13.1")
     with pytest.raises(ImageError, match="not published"):
         image_uri("smp", "me-south-1")
+
+
+def test_a_retry_strategy_reaches_the_request_and_needs_a_checkpoint_uri():
+    spec = JobSpec("retry", max_retry_attempts=3, checkpoint_s3_uri="s3://fmlab-local/fmlab/checkpoints/retry")
+    r = capture_request(spec).request
+    assert validate_request(r)["RetryStrategy"] == {"MaximumRetryAttempts": 3}
+    assert "RetryStrategy" not in capture_request(JobSpec("plain")).request
+    assert [p.field for p in JobSpec("retry", max_retry_attempts=3).problems()] == ["checkpoint_s3_uri"]
+    assert [p.field for p in spec.with_(max_retry_attempts=31).problems()] == ["max_retry_attempts"]

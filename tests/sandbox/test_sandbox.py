@@ -197,3 +197,34 @@ def test_max_run_time_stops_the_job_as_sagemaker_does(local_jobs):
     d = job.wait(timeout=60)
     assert d["TrainingJobStatus"] == "Stopped" and d["SecondaryStatus"] == "MaxRuntimeExceeded"
     assert "MaxRuntimeInSeconds reached" in job.logs()
+
+
+KILLED_ONCE = textwrap.dedent('''
+    """Dies by SIGKILL (as when an instance is lost) unless its checkpoint folder shows an earlier attempt."""
+    import os, signal
+    ckpt = os.environ["FMLAB_CHECKPOINT_DIR"]
+    seen = sorted(os.listdir(ckpt))
+    print("step=1 loss=2.50 lr=1.0e-03 attempt_saw=" + ",".join(seen), flush=True)
+    if "attempt-1.txt" not in seen:
+        open(os.path.join(ckpt, "attempt-1.txt"), "w").write("1")
+        import time; time.sleep(2.5)  # long enough for the supervisor to sync the file to the checkpoint URI
+        os.kill(os.getpid(), signal.SIGKILL)
+    open(os.path.join(os.environ["SM_MODEL_DIR"], "weights.txt"), "w").write("trained on the retry")
+''')
+
+
+def test_a_killed_instance_is_retried_with_its_checkpoints_as_sagemaker_does(local_env):
+    script = local_env / "killed_once.py"
+    script.write_text(KILLED_ONCE)
+    uri = "s3://fmlab-local/fmlab/checkpoints/retry"
+    once = jobs.launch(JobSpec("killed-no-retry", entry_point=str(script), checkpoint_s3_uri=uri + "-none"),
+                       backend="local", quiet=True).wait(timeout=60)
+    assert once["TrainingJobStatus"] == "Failed" and once["FailureReason"].startswith("InternalServerError:")
+    job = jobs.launch(JobSpec("killed-retried", entry_point=str(script), checkpoint_s3_uri=uri, max_retry_attempts=2),
+                      backend="local", quiet=True)
+    d = job.wait(timeout=90)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    assert d["Sandbox"]["Attempts"] == 2
+    assert [t["Status"] for t in d["SecondaryStatusTransitions"]].count("Restarting") == 1
+    assert "attempt_saw=attempt-1.txt" in job.logs()  # the retry started from the checkpoints in S3
+    assert "model" in job.artifacts()

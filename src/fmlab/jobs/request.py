@@ -118,8 +118,13 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
         input_data_config=[_channel(name, str(source), spec.input_mode) for name, source in spec.inputs.items()]
         or None,
     )
-    return trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"])
-                                            for m in METRIC_DEFINITIONS + VALIDATION_METRIC_DEFINITIONS])
+    trainer = trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"])
+                                               for m in METRIC_DEFINITIONS + VALIDATION_METRIC_DEFINITIONS])
+    if spec.max_retry_attempts:
+        from sagemaker.core.shapes import RetryStrategy
+
+        trainer = trainer.with_retry_strategy(RetryStrategy(maximum_retry_attempts=spec.max_retry_attempts))
+    return trainer
 
 
 def _channel(name: str, source: str, input_mode: str):

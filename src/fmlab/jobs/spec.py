@@ -67,6 +67,7 @@ class JobSpec:
     output_path: str | None = None  # s3:// prefix for model.tar.gz; None: s3://<bucket>/fmlab/output
     keep_alive_seconds: int = 0  # warm pool: keep the instances this long after the job for the next one
     max_run_seconds: int = 3600
+    max_retry_attempts: int = 0  # RetryStrategy: SageMaker restarts the job after an InternalServerError (0: never)
     spot: bool = False
     max_wait_seconds: int | None = None  # spot only: run time plus time waiting for capacity
     role: str | None = None  # execution role ARN; required for SageMaker
@@ -160,6 +161,12 @@ class JobSpec:
         if self.spot and not self.checkpoint_s3_uri:
             out.append(Problem("checkpoint_s3_uri", "spot jobs can be interrupted: give a checkpoint URI so a "
                                "restarted job resumes instead of starting over"))
+        if not isinstance(self.max_retry_attempts, int) or not 0 <= self.max_retry_attempts <= 30:
+            out.append(Problem("max_retry_attempts", f"{self.max_retry_attempts!r} must be a whole number from 0 to "
+                               "30 (CreateTrainingJob's RetryStrategy.MaximumRetryAttempts is 1-30; 0 leaves it out)"))
+        if self.max_retry_attempts and not self.checkpoint_s3_uri:
+            out.append(Problem("checkpoint_s3_uri", "a retried job starts over on new instances: give a checkpoint "
+                               "URI so the retry resumes from the last checkpoint instead of step 0"))
         if self.input_mode not in INPUT_MODES:
             out.append(Problem("input_mode", f"{self.input_mode!r} is not one of {', '.join(INPUT_MODES)} "
                                "(FastFile streams large datasets and checkpoints from S3 without copying them)"))

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -31,6 +32,10 @@ FAILURE_REASON_MAX = 1024  # DescribeTrainingJob's FailureReason is at most 1024
 SYNC_SECONDS = 2.0
 LOG_TAIL_LINES = 12
 STEP_LINE = re.compile(r"\bstep=\d+ ")
+# A worker killed by SIGKILL (torchrun reports "exitcode  : -9" / "Signal 9 (SIGKILL)"): what a lost instance or
+# GPU looks like from inside. The sandbox reports it as SageMaker's InternalServerError, the failure that a
+# RetryStrategy retries; any other failure is the script's own (AlgorithmError) and is not retried.
+INSTANCE_FAULT = re.compile(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)")
 
 
 class _Slots:
@@ -149,6 +154,13 @@ class Supervisor:
                     sync_folder(storage.to_local_path(self.checkpoint_uri), host.checkpoints, {})
             self.set_status("Training", f"{self.launch.driver} on {len(self.hosts)} host(s) x {per_host} process(es)")
             outcome, reason = self.train(per_host, need)
+            retries = (self.request.get("RetryStrategy") or {}).get("MaximumRetryAttempts", 0)
+            attempt = 1
+            while outcome == "Failed" and reason.startswith("InternalServerError") and attempt <= retries:
+                self.retry(attempt, retries, reason)
+                attempt += 1
+                outcome, reason = self.train(per_host, need)
+            self.status["Sandbox"]["Attempts"] = attempt
             self.set_status("Uploading", "copying checkpoints, model and output data to the local bucket")
             self.sync_checkpoints(final=True)
             if outcome != "Failed":  # a failed job leaves no model artifacts on SageMaker either
@@ -220,6 +232,23 @@ class Supervisor:
             r.join(timeout=5)
         return outcome, reason
 
+    def retry(self, attempt: int, retries: int, reason: str) -> None:
+        """What SageMaker does for a RetryStrategy: new instances, the checkpoints copied back from S3."""
+        self.sync_checkpoints(final=True)
+        self.set_status("Restarting", f"{reason.splitlines()[0][:200]}: retry {attempt} of {retries} "
+                        "(RetryStrategy) on fresh hosts, checkpoints copied back from the checkpoint URI")
+        self.procs = []
+        for host in self.hosts:
+            for path in sorted(host.checkpoints.glob("*"), reverse=True):
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            if self.checkpoint_uri and storage.to_local_path(self.checkpoint_uri).is_dir():
+                sync_folder(storage.to_local_path(self.checkpoint_uri), host.checkpoints, {})
+        self.__dict__.pop("_seen", None)  # the fresh hosts' files are all new to the next upload
+        self.set_status("Training", f"attempt {attempt + 1}: {self.launch.driver} on {len(self.hosts)} host(s)")
+
     def _pump(self, proc: subprocess.Popen, host: str) -> None:
         for line in proc.stdout:
             if "FirstStepTime" not in self.status["Sandbox"] and STEP_LINE.search(line):
@@ -243,8 +272,12 @@ class Supervisor:
         written = failure.read_text(errors="replace").strip() if failure.exists() else ""
         lines = [ln for ln in (self.folder / "job.log").read_text(errors="replace").splitlines()
                  if ln.startswith(f"[{host.name}]")][-LOG_TAIL_LINES:]
-        head = f"AlgorithmError: {written or 'the entry script exited with code ' + str(code)} on {host.name}"
         tail = "\n".join(ln[len(host.name) + 3:] for ln in lines)
+        killed = code == -signal.SIGKILL or INSTANCE_FAULT.search(tail)
+        kind = "InternalServerError" if killed else "AlgorithmError"
+        if kind == "InternalServerError":
+            written = written or "a training process was killed (SIGKILL), as when an instance or its GPU is lost"
+        head = f"{kind}: {written or 'the entry script exited with code ' + str(code)} on {host.name}"
         reason = f"{head}. Last lines of its log:\n{tail}"
         return reason if len(reason) <= FAILURE_REASON_MAX else reason[:120] + " ... " + reason[-(FAILURE_REASON_MAX - 125):]
 

@@ -1,0 +1,51 @@
+"""Failures at scale and the checkpoint interval, against the published figures they come from."""
+
+import math
+
+import pytest
+
+from fmlab.plan.compute import PlanError
+from fmlab.plan.reliability import (
+    LLAMA3_405B,
+    daly_interval_hours,
+    job_mtbf_hours,
+    transfer_hours,
+    wasted_fraction,
+    young_interval_hours,
+)
+
+
+def test_llama3_failure_rate_is_one_interruption_every_three_hours():
+    """Llama 3 paper, section 3.3.4: 419 unexpected interruptions in 54 days on 16,384 GPUs, "one every three hours"."""
+    whole_cluster = job_mtbf_hours(LLAMA3_405B.gpus // LLAMA3_405B.gpus_per_node)
+    assert whole_cluster == pytest.approx(54 * 24 / 419) and 3.0 <= whole_cluster <= 3.2
+    assert LLAMA3_405B.node_mtbf_hours == pytest.approx(6335, rel=1e-3)  # about 264 node-days
+    assert job_mtbf_hours(16) == pytest.approx(LLAMA3_405B.node_mtbf_hours / 16)  # ~396 h for 16 nodes
+
+
+def test_young_and_daly_intervals():
+    """Young: sqrt(2 delta M). Daly's higher-order form is close to Young's minus delta when delta << M."""
+    assert young_interval_hours(0.5, 100) == pytest.approx(10.0)
+    daly = daly_interval_hours(0.5, 100)
+    x = 0.5 / 200
+    assert daly == pytest.approx(10.0 * (1 + math.sqrt(x) / 3 + x / 9) - 0.5)
+    assert daly_interval_hours(300, 100) == 100  # saving takes longer than 2M: checkpoint once per MTBF
+
+
+def test_the_optimum_minimises_wasted_time():
+    save, mtbf = 10 / 3600, 396.0
+    best = daly_interval_hours(save, mtbf)
+    waste = wasted_fraction(best, save, mtbf)
+    for other in (best / 3, best * 3):
+        assert wasted_fraction(other, save, mtbf) > waste
+    assert wasted_fraction(1.0, save, mtbf, restart_hours=0.5) > wasted_fraction(1.0, save, mtbf)
+
+
+def test_bad_numbers_are_refused():
+    with pytest.raises(PlanError, match="nodes must be"):
+        job_mtbf_hours(0)
+    with pytest.raises(PlanError, match="save_hours must be a positive"):
+        young_interval_hours(-1, 10)
+    with pytest.raises(PlanError, match="gigabytes_per_second"):
+        transfer_hours(360, 0)
+    assert transfer_hours(360, 1.0) == pytest.approx(0.1)

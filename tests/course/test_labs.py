@@ -80,3 +80,73 @@ def test_lab_07_ex1_check_names_what_differs(capsys):
     assert lab07.check_choose_smp(eager) is False
     assert "the rule gives" in capsys.readouterr().out
     assert lab07.check_choose_smp(None) is False
+
+
+# ---- lab 08: the attacks catch what they should, on 2 real (forked) gloo processes (seconds each)
+
+
+def _save_without_barrier(folder, step, model, optimizer, scheduler, rank, world_size):
+    """Lab 08's save, less its barrier: rank 0 commits while rank 1 may still be writing."""
+    import json
+    import os
+    import time
+
+    import torch
+
+    stage, final = Path(folder) / f".incomplete-step_{step:06d}", Path(folder) / f"step_{step:06d}"
+    stage.mkdir(parents=True, exist_ok=True)
+    if rank == 1:
+        time.sleep(0.5)  # a slower writer, so the missing barrier shows on every run, however loaded the machine
+    torch.save({"step": step, "model": model.state_dict()}, stage / f"rank{rank}.pt")
+    if rank == 0:
+        os.rename(stage, final)
+        files = {p.name: p.stat().st_size for p in final.glob("rank*.pt")}
+        (final / "COMPLETE").write_text(json.dumps({"files": files}))
+
+
+def _latest_ignoring_sizes(folder):
+    found = sorted(p for p in Path(folder).glob("step_*") if (p / "COMPLETE").exists())
+    return found[-1] if found else None
+
+
+def _train_forgetting_rng(folder, steps, rank, world_size):
+    import torch
+
+    from fmlab.labs import lab08
+
+    torch.set_rng_state = lambda state: None  # in this forked process only: the resume forgets the RNG
+    return lab08.reference_train(folder, steps, rank, world_size)
+
+
+def test_lab_08_checks_catch_a_missing_barrier_unchecked_sizes_and_a_forgotten_rng(tmp_path, capsys):
+    from fmlab.labs import lab08
+
+    assert lab08.check_save(_save_without_barrier, tmp_path) is False
+    out = capsys.readouterr().out  # rank 0 commits too early: rank 1 then writes into a vanished folder, or too late
+    assert any(sign in out for sign in ("expected only step_000004", "Parent directory", "FileNotFoundError"))
+    assert lab08.check_latest(_latest_ignoring_sizes, tmp_path) is False
+    assert "cut to half its size (a partial copy from S3), latest_checkpoint picked step_000012" in capsys.readouterr().out
+    assert lab08.check_resume(_train_forgetting_rng, tmp_path) is False
+    out = capsys.readouterr().out
+    assert "resumed from step_000004: rank 0, step 5: loss" in out and "differs by" in out
+
+
+def test_lab_08_reference_is_reproducible_bit_for_bit(tmp_path):
+    """The checks compare losses with tolerance 0: two uninterrupted runs must agree exactly."""
+    from fmlab.labs import lab08
+
+    first, second = lab08.reference(tmp_path / "a"), lab08.reference(tmp_path / "b")
+    assert first["losses"] == second["losses"] and len(first["losses"][1]) == lab08.STEPS
+    assert first["losses"][0] != first["losses"][1]  # each rank its own data and dropout
+    assert lab08.complete_steps(first["checkpoints"]) == [4, 8, 12]
+
+
+def test_lab_08_a_hung_world_is_killed_whole(tmp_path):
+    import time
+
+    from fmlab.labs import lab08
+
+    start = time.perf_counter()
+    world = lab08.run_world(lambda rank, world_size: time.sleep(60), tmp_path / "logs", timeout=2)
+    assert world.timed_out and not world.ok and world.exitcodes == [-9, -9]
+    assert time.perf_counter() - start < 10 and "ran past" in world.failure()

@@ -111,13 +111,69 @@ def test_dataloader_resume_gives_identical_batches(dataset_dir):
 
 
 def test_mismatched_state_and_bad_arguments_are_refused():
-    state = ResumableSampler(40, 0, 2).state_dict()
-    with pytest.raises(DataError, match="world_size was 2 and is now 4"):
-        ResumableSampler(40, 0, 4).load_state_dict(state)
+    state = ResumableSampler(40, 0, 2, seed=1).state_dict()
+    with pytest.raises(DataError, match="seed was 1 and is now 0"):
+        ResumableSampler(40, 0, 2).load_state_dict(state)
+    with pytest.raises(DataError, match="num_sequences was 40 and is now 41"):
+        ResumableSampler(41, 0, 2, seed=1).load_state_dict(state)
     with pytest.raises(DataError, match="rank must be"):
         ResumableSampler(40, 2, 2)
     with pytest.raises(DataError, match="cannot be split"):
         ResumableSampler(3, 0, 4)
+
+
+def _global_stream(n, world_size, micro_batch, steps, seed=11, state=None):
+    """The global batches (all ranks' micro-batches of a step, rank by rank) of `steps` steps, from `state`."""
+    samplers = [ResumableSampler(n, r, world_size, seed=seed) for r in range(world_size)]
+    iters = []
+    for s in samplers:
+        if state is not None:
+            s.load_state_dict(state)
+        iters.append(_endless(s))
+    batches = [[[next(it) for _ in range(micro_batch)] for it in iters] for _ in range(steps)]
+    return batches, [s.state_dict() for s in samplers]
+
+
+def _endless(sampler):
+    while True:
+        yield from sampler
+        sampler.set_epoch(sampler.epoch + 1)
+
+
+@pytest.mark.parametrize(("before", "after"), [((2, 4), (1, 8)), ((1, 8), (2, 4)), ((4, 2), (2, 4)),
+                                               ((2, 3), (3, 2))])
+def test_a_state_resumes_on_another_world_size_with_the_same_global_batches(before, after):
+    """W ranks x micro-batch b and W' x b' with W b = W' b': the same sequences per step, before and after."""
+    (w0, b0), (w1, b1) = before, after
+    n = 48  # a multiple of every world size here, so no epoch end drops a different remainder
+    reference, _ = _global_stream(n, w0, b0, steps=20)  # past an epoch end (48 / 8 = 6 steps an epoch)
+    first, states = _global_stream(n, w0, b0, steps=9)
+    assert len({json.dumps({k: v for k, v in st.items() if k != "rank"}) for st in states}) == 1  # ranks agree
+    state = json.loads(json.dumps(states[0]))  # rank 0's state, as fmlab.train.checkpoint reads it
+    resumed, _ = _global_stream(n, w1, b1, steps=11, state=state)
+    flatten = [sorted(i for part in step for i in part) for step in first + resumed]
+    assert flatten == [sorted(i for part in step for i in part) for step in reference]
+    # ... and positions r, r+W, ... of the order: the single-process order read in batches of W b
+    order = np.concatenate([ResumableSampler(n, 0, 1, seed=11).epoch_order(e) for e in range(4)])
+    assert flatten == [sorted(order[i * w0 * b0:(i + 1) * w0 * b0].tolist()) for i in range(20)]
+
+
+def test_a_position_that_cannot_be_re_split_says_what_to_change():
+    s = ResumableSampler(40, 0, 2)
+    for _ in range(3):  # 2 ranks x 3 = 6 sequences consumed: not a multiple of 4
+        next(iter(s))
+    with pytest.raises(DataError, match=r"cannot be re-split: 2 ranks had consumed 6 sequences of epoch 0 "
+                                        r"\(3 each\).*divides 6 \(1, 2, 3, 6\).*global batch"):
+        ResumableSampler(40, 0, 4).load_state_dict(s.state_dict())
+    moved = ResumableSampler(40, 1, 3)
+    moved.load_state_dict(s.state_dict())  # 6 = 3 x 2: rank 1 of 3 continues at its 3rd sequence
+    assert (moved.epoch, moved.offset) == (0, 2)
+    assert list(moved) == ResumableSampler(40, 0, 1).epoch_order(0)[6:39][1::3].tolist()
+    end = ResumableSampler(41, 0, 1)
+    list(end)
+    later = ResumableSampler(41, 0, 2)
+    later.load_state_dict(end.state_dict(consumed=40))  # 40 of 41 read: the 2-rank epoch (40) is over
+    assert (later.epoch, later.offset) == (1, 0)
 
 
 def _rank_main(rank, world_size, folder, rendezvous, results):

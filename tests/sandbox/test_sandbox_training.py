@@ -42,3 +42,16 @@ def test_real_training_script_on_2x1_and_1x2_hosts(local_env):
     checkpoints = storage.list_objects("s3://fmlab-local/fmlab/checkpoints/train-2x1", "local")
     assert checkpoints, "the checkpoint URI received /opt/ml/checkpoints"
     print("sandbox real-script jobs:", [d["TrainingTimeInSeconds"] for d in results], "s of training each")
+
+
+def test_a_final_save_equal_to_the_last_periodic_one_ends_cleanly_on_two_instances(local_env):
+    """Each instance has its own /opt/ml/checkpoints and only algo-1 holds the COMPLETE marker: the ranks must
+    agree (rank 0 decides) that the final save is already on disk, or those on algo-2 wait for a save forever."""
+    data = jobs.course_dataset_uri("local")
+    spec = JobSpec("final-save", hyperparameters={"max_steps": 4, "checkpoint_every": 2, "micro_batch": 4,
+                                                  "log_every": 2, "tensorboard": False},
+                   inputs={"train": data}, instance_type="ml.g5.12xlarge", distribution="torchrun",
+                   instance_count=2, processes_per_host=1, checkpoint_s3_uri="s3://fmlab-local/fmlab/checkpoints/fs")
+    d = jobs.launch(spec, backend="local", quiet=True).wait(timeout=180)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    assert any(k.endswith("step_00000004/COMPLETE") for k in storage.list_objects("s3://fmlab-local/fmlab/checkpoints/fs", "local"))

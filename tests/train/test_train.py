@@ -240,3 +240,15 @@ def test_a_sandbox_host_never_takes_this_machines_own_opt_ml(tmp_path, monkeypat
     assert "checkpoint_dir" not in sagemaker_defaults({**job_env, "FMLAB_SANDBOX_HOST": "algo-1"})
     assert sagemaker_defaults({**job_env, "FMLAB_SANDBOX_HOST": "algo-1", "FMLAB_CHECKPOINT_DIR": "/x"})[
         "checkpoint_dir"] == "/x"
+
+
+def test_asynchronous_saves_resume_to_the_same_losses(tmp_path, dataset):
+    """--async-checkpoint: training goes on while the save is written; the checkpoint is the state of its step."""
+    common = dict(TINY, data=dataset, max_steps=6, checkpoint_every=2, log_every=1, async_checkpoint=True)
+    whole = train(TrainConfig(**common, checkpoint_dir=str(tmp_path / "a")))
+    assert [p.name for p in sorted((tmp_path / "a").iterdir())] == ["step_00000002", "step_00000004", "step_00000006"]
+    killed = train(TrainConfig(**common, checkpoint_dir=str(tmp_path / "b"), stop_after=3))
+    assert killed.interrupted and latest(tmp_path / "b").name == "step_00000002"  # committed by the end of the run
+    restarted = train(TrainConfig(**common, checkpoint_dir=str(tmp_path / "b")))
+    assert restarted.start_step == 2
+    assert [restarted.losses[s] for s in (3, 4, 5, 6)] == [whole.losses[s] for s in (3, 4, 5, 6)]  # exactly

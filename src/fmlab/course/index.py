@@ -34,7 +34,8 @@ SUMMARIES = {
     "06": "split layers with tensor parallelism and pipelines, and choose a 3-D layout for a large cluster",
     "07": "plan a sharded GPT-30B run, climb a gated scaling ladder, launch it with SMP v2 on EFA, and run its "
           "laptop twin",
-    "08": "survive failures at scale: sharded checkpoints, automatic restarts and monitoring",
+    "08": "survive failures at scale: checkpoint cadence, atomic and asynchronous saves, killed, hung and "
+          "resharded runs, retries",
     "09": "move Llama checkpoints to and from Neuron Distributed on Trainium, and plan a trn1 job",
 }
 PLANNED_TITLES = {

@@ -141,3 +141,33 @@ def live_loss(job, poll: float = 1.0, title: str | None = None):
         time.sleep(poll)
     plt.close(fig)
     return fig
+
+
+def wasted_time_vs_interval(save_hours: float, mtbf_hours: float, restart_hours: float = 0.0,
+                            marks: dict[str, float] | None = None, ax=None):
+    """Share of wall-clock time lost (saving + redoing lost work + restarting) against the checkpoint interval,
+    log-scaled, with the Daly optimum and any `marks` (label -> interval in hours) drawn on it.
+
+    Given an `ax` it draws there without pyplot (the deck figure `checkpoint_interval` does so)."""
+    import numpy as np
+
+    from fmlab.plan import reliability
+
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    best = reliability.daly_interval_hours(save_hours, mtbf_hours)
+    hours = np.geomspace(best / 30, best * 30, 200)
+    waste = [100 * reliability.wasted_fraction(h, save_hours, mtbf_hours, restart_hours) for h in hours]
+    ax.plot(hours, waste, color="tab:blue")
+    ax.set_xscale("log")
+    points = {"optimum (Daly)": best, **(marks or {})}
+    for (label, h), color in zip(points.items(), ("tab:red", "tab:green", "tab:orange", "tab:purple"), strict=False):
+        w = 100 * reliability.wasted_fraction(h, save_hours, mtbf_hours, restart_hours)
+        ax.plot([h], [w], "o", color=color, label=f"{label}: every {h:.2g} h, {w:.2f}% lost")
+    ax.set_xlabel("checkpoint interval (hours, log scale)")
+    ax.set_ylabel("wall-clock time lost (%)")
+    ax.set_title(f"save {save_hours * 3600:.0f} s, one interruption every {mtbf_hours:.0f} h")
+    ax.legend(fontsize=8)
+    return ax

@@ -17,6 +17,15 @@ cover every sequence but the remainder (fewer than W). With drop_last=False the 
 with its own first indices (as torch's DistributedSampler does) so every rank still takes the same number
 of steps; then a few sequences are seen twice per epoch. `offset` counts the sequences this rank has
 already handed out in this epoch; a state saved at the very end of an epoch reads as (next epoch, 0).
+
+Another world size can resume a state (a 2-process checkpoint on 1 process, or 1 on 2): since the order
+depends only on (seed, epoch) and rank r takes positions r, r+W, ..., a state at offset k of W ranks means
+the first k x W positions of the epoch are consumed, on every rank alike. The new world takes over at that
+global position when it can split it evenly (k x W divisible by the new world size; it is whenever the global
+batch, micro_batch x grad_accum x ranks, is the same before and after); else load_state_dict says what to
+change. With the same global batch, the resumed run reads the very sequences the old world would have read.
+One difference remains at epoch ends: with drop_last the last num_sequences % W sequences of each epoch are
+left out, and that remainder depends on W.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import numpy as np
 from fmlab.data.errors import DataError
 
 _IDENTITY = ("num_sequences", "world_size", "seed", "shuffle", "drop_last")
+_SAME_ORDER = ("num_sequences", "seed", "shuffle", "drop_last")  # what must match to resume; world_size may not
 
 
 class ResumableSampler:
@@ -102,12 +112,38 @@ class ResumableSampler:
                 **{k: getattr(self, k) for k in _IDENTITY}}
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from a saved position; refuses a state from another dataset size, world size or seed."""
-        different = {k: (state[k], getattr(self, k)) for k in _IDENTITY if k in state and state[k] != getattr(self, k)}
+        """Continue from a saved position, also one saved by another world size when the global position splits
+        evenly over this one (see the module's docstring); refuses a state from another dataset or seed."""
+        different = {k: (state[k], getattr(self, k)) for k in _SAME_ORDER
+                     if k in state and state[k] != getattr(self, k)}
         if different:
             detail = ", ".join(f"{k} was {saved} and is now {now}" for k, (saved, now) in different.items())
             raise DataError(f"this sampler state cannot resume here: {detail}. Resume with the same dataset, "
-                            "world size and seed, or start a new epoch without the state")
-        if not 0 <= state["offset"] <= self.num_samples:
-            raise DataError(f"offset {state['offset']} is outside 0..{self.num_samples}")
-        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
+                            "seed and shuffle setting, or start a new epoch without the state")
+        epoch, offset = int(state["epoch"]), int(state["offset"])
+        saved_world = int(state.get("world_size", self.world_size))
+        if saved_world != self.world_size:
+            epoch, offset = self._resplit(epoch, offset, saved_world)
+        if not 0 <= offset <= self.num_samples:
+            raise DataError(f"offset {offset} is outside 0..{self.num_samples}")
+        self.epoch, self.offset = epoch, offset
+
+    def _resplit(self, epoch: int, offset: int, saved_world: int) -> tuple[int, int]:
+        """(epoch, offset) on this world of the position `offset` of each of `saved_world` ranks."""
+        if saved_world < 1:
+            raise DataError(f"the saved world_size must be a positive integer, not {saved_world}")
+        consumed = offset * saved_world  # global positions 0..consumed-1 of the epoch's order are used
+        if consumed % self.world_size:
+            options = [w for w in range(1, min(consumed, 64) + 1) if consumed % w == 0]
+            raise DataError(
+                f"this sampler state cannot be re-split: {saved_world} ranks had consumed {consumed} sequences of "
+                f"epoch {epoch} ({offset} each), which {self.world_size} ranks cannot share equally ({consumed} is "
+                f"not a multiple of {self.world_size}). Resume on a number of data-parallel ranks that divides "
+                f"{consumed} ({', '.join(map(str, options[:12]))}), or from a checkpoint whose global position "
+                f"divides: keep the global batch (micro_batch x grad_accum x ranks) the same, a multiple of both "
+                f"world sizes")
+        if consumed > self.total:
+            raise DataError(f"this sampler state cannot be re-split: {consumed} sequences of epoch {epoch} were "
+                            f"consumed, more than the {self.total} an epoch of {self.world_size} ranks has")
+        offset = consumed // self.world_size
+        return (epoch + 1, 0) if offset == self.num_samples else (epoch, offset)

@@ -13,6 +13,8 @@ How a job flows:
       -> job.py      launch(): to SageMaker, or to fmlab.sandbox (the local SageMaker); Job handles, sweeps,
                      wait_all, timing tables, cleanup
     images.py  the one source of container image URIs (PyTorch training, SMP v2, Neuron)
+    sharded.py module 7's sharded GPT run as one description (SMP v2, EFA, FastFile, checkpoints) and its twin
+    ladder.py  the gated scaling ladder: rungs as jobs, each checked before the next starts
     cli.py     `fmlab job run|list|logs|describe|cleanup`
 """
 

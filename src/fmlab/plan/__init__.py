@@ -10,11 +10,12 @@ Files, in the order the course uses them:
 - compute.py   parameters, FLOPs per token, training time, cost, MFU, the phased scaling plan; PlanError
 - layout.py    a parallel layout (sharding, tp, pp, recompute) and the memory it needs per device
 - decision.py  the "should you pretrain at all?" questions and their recommendation
+- reliability.py  failures at scale (a published failure rate), job MTBF, Young/Daly checkpoint intervals
 
 Nothing here imports torch: a plan is pure arithmetic, tested against published figures (tests/plan/test_planning.py).
 """
 
-from fmlab.plan import catalog, compute, decision, layout
+from fmlab.plan import catalog, compute, decision, layout, reliability
 from fmlab.plan.compute import PlanError
 
-__all__ = ["PlanError", "catalog", "compute", "decision", "layout"]
+__all__ = ["PlanError", "catalog", "compute", "decision", "layout", "reliability"]

@@ -8,8 +8,11 @@ Files, in the order data flows through a run:
 - config.py             TrainConfig: flags, SageMaker's extra arguments and SM_* defaults, the LR schedule
 - loop.py               train(): data -> model -> parallelize -> steps -> checkpoints; main() parses the flags
 - log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL)
-- checkpoint.py         sharded DCP checkpoints: atomic commit, keep-last-N, resume, damage set aside
+- checkpoint.py         sharded DCP checkpoints: atomic commit, keep-last-N, resume, damage set aside, async saves
 - checkpoint_format.py  what a checkpoint folder holds (metadata, RNG state, extra state) and its checks
+- evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
+- faults.py             fault injection for recovery drills: kill, hang or freeze a rank, kill it mid-save
+- stall.py              how long a synchronous or asynchronous save stalls training (notebook 08)
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)
 
 The names below are loaded on first use, so `fmlab.train.log` stays light for the jobs layer.
@@ -19,7 +22,7 @@ import importlib
 
 _EXPORTS = {"TrainConfig": "config", "TrainConfigError": "config", "parse_config": "config",
             "sagemaker_defaults": "config", "warmup_cosine": "config",
-            "TrainResult": "loop", "train": "loop", "main": "loop", "build_optimizer": "loop",
+            "TrainResult": "loop", "train": "loop", "main": "loop", "build_optimizer": "loop", "exit_process": "loop",
             "torchrun_train": "local"}
 
 __all__ = sorted(_EXPORTS)

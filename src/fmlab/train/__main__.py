@@ -1,8 +1,6 @@
 """`python -m fmlab.train ...` and `torchrun -m fmlab.train ...`: the training entry point."""
 
-import sys
-
-from fmlab.train.loop import main
+from fmlab.train.loop import exit_process, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -3,6 +3,8 @@
     from fmlab.train.checkpoint import Checkpointer, export_hf
     ckpt = Checkpointer("/opt/ml/checkpoints", keep_last=3)
     ckpt.save(step, model, optimizer, scheduler, sampler)   # every rank calls it: it is a collective
+    ckpt.save(step, model, optimizer, asynchronous=True)    # returns once the state is copied to CPU memory
+    ckpt.finish()                                            # end of run: commit the save still in flight
     state = ckpt.resume(model, optimizer, scheduler, sampler)  # the newest complete checkpoint, or None
     export_hf(model, "/opt/ml/model")                        # config.json + model.safetensors for transformers
 
@@ -22,6 +24,13 @@ checkpoint and stops with a clear error if its files do not check out; `newest_i
 --resume auto` uses) instead sets such a damaged checkpoint aside and falls back to the newest one that checks out. Older checkpoints beyond `keep_last` are deleted only after a newer one
 is complete. Nothing is ever deleted when a checkpoint fails to load.
 
+Asynchronous saves (`save(..., asynchronous=True)` or `save_async`, built on DCP's `async_save`): training
+waits only while the tensors are copied to CPU memory (DCP's staging); a background thread writes the files
+and, once every rank's write has finished, commits (rename, COMPLETE, pruning) over a gloo process group of its
+own, so the training thread's collectives never interleave with the checkpoint's. The commit is the same as a
+synchronous save's: a job killed mid-write leaves `.incomplete-step_N` and resumes from the previous checkpoint.
+One save is in flight at a time (the next save waits for it); call `finish()` before the run ends.
+
 Safety: loading never unpickles arbitrary objects. Tensors are read with `torch.load(weights_only=True)`
 (DCP's reader), the DCP index (`.metadata`) with an unpickler that admits only DCP's own metadata classes, and
 everything else is JSON. A state that is not all tensors is refused at save time rather than pickled.
@@ -35,6 +44,7 @@ import os
 import shutil
 import time
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,10 +89,10 @@ def _world() -> int:
     return d.get_world_size() if d else 1
 
 
-def _barrier() -> None:
+def _barrier(group=None) -> None:
     d = _dist()
     if d:
-        d.barrier()
+        d.barrier(group=group)
 
 
 def _node_leader() -> bool:
@@ -91,12 +101,12 @@ def _node_leader() -> bool:
     return int(os.environ.get("LOCAL_RANK", _rank())) == 0
 
 
-def _gather(obj: Any) -> list[Any]:
+def _gather(obj: Any, group=None) -> list[Any]:
     d = _dist()
     if not d:
         return [obj]
-    out: list[Any] = [None] * d.get_world_size()
-    d.all_gather_object(out, obj)  # in-memory, between this job's own processes
+    out: list[Any] = [None] * d.get_world_size(group)
+    d.all_gather_object(out, obj, group=group)  # in-memory, between this job's own processes
     return out
 
 
@@ -230,6 +240,56 @@ def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
 # ---------------------------------------------------------------- save and load
 
 
+@dataclass(eq=False)
+class PendingSave:
+    """An asynchronous save in flight: its tensors are already copied, its files are being written.
+
+    `path` is the folder it will have once committed (until then it is `.incomplete-step_N`). Times are
+    `time.perf_counter()` values: `started`/`returned` bound the stall of the training step that saved (waiting
+    for an earlier save still in flight, the state dict, JSON files, and DCP's copy of the tensors to CPU
+    memory); `written` is when every rank's files were written, `committed` when COMPLETE was written and old
+    checkpoints pruned. `result()` waits for the commit on this rank only; use `Checkpointer.wait()`.
+    """
+
+    step: int
+    path: Path
+    started: float
+    returned: float = 0.0
+    written: float | None = None
+    committed: float | None = None
+    future: Future | None = field(default=None, repr=False)
+
+    @property
+    def stall_seconds(self) -> float:
+        return self.returned - self.started
+
+    @property
+    def total_seconds(self) -> float | None:
+        """From the call to the commit: what a synchronous save would have stalled (less the overlap)."""
+        return None if self.committed is None else self.committed - self.started
+
+    def done(self) -> bool:
+        return self.future is None or self.future.done()
+
+    def result(self, timeout: float | None = None) -> Path:
+        return self.path if self.future is None else self.future.result(timeout)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def _write_files(folder: Path, files: dict[str, Any]) -> None:
+    """This rank's JSON files of a save, written once its tensors are (they are part of what is committed)."""
+    for name, content in files.items():
+        write_json(folder / name, content)
+
+
+def _quiet_background_saves() -> None:
+    """DCP's writer thread warns, for a world of 1, that it assumes one process: that is what we asked for.
+    (A `catch_warnings` block cannot reach a thread that runs after it has exited, hence a global filter.)"""
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+
+
 @dataclass
 class Checkpointer:
     """Save, prune and resume the checkpoints of one training run in `folder`."""
@@ -237,6 +297,9 @@ class Checkpointer:
     folder: str | Path
     keep_last: int = 3
     saved: list[Path] = field(default_factory=list)
+    pending: PendingSave | None = field(default=None, init=False, repr=False)  # the async save in flight
+    _group: Any = field(default=None, init=False, repr=False)  # gloo group of the background collectives
+    _worker: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder)
@@ -246,16 +309,140 @@ class Checkpointer:
     def path_for(self, step: int) -> Path:
         return self.folder / f"{PREFIX}{step:08d}"
 
-    def save(self, step: int, model, optimizer, scheduler=None, sampler=None, extra: dict | None = None) -> Path:
-        """Write a checkpoint of this step on every rank, commit it atomically, prune old ones; returns its path."""
+    def save(self, step: int, model, optimizer, scheduler=None, sampler=None, extra: dict | None = None, *,
+             asynchronous: bool = False) -> Path:
+        """Write a checkpoint of this step on every rank, commit it atomically, prune old ones; returns its path.
+
+        `asynchronous=True` returns once the state is copied to CPU memory and finishes in the background
+        (`save_async`; call `finish()` at the end of the run); the path returned is the folder the checkpoint
+        will have once committed. Either way, a save still in flight is committed first.
+        """
+        if asynchronous:
+            return self.save_async(step, model, optimizer, scheduler, sampler, extra).path
         from torch.distributed.checkpoint import FileSystemWriter
         from torch.distributed.checkpoint import save as dcp_save
+
+        self.wait()  # checkpoints commit in step order
+        begun = self._begin(step, model, optimizer, scheduler, sampler, extra)
+        if begun is None:
+            return self.path_for(step)
+        tensors, tmp, files = begun
+        with quiet_single_process():
+            dcp_save(tensors, storage_writer=FileSystemWriter(tmp), no_dist=_dist() is None)
+        _write_files(tmp, files)
+        return self._commit(step, tmp)
+
+    def save_async(self, step: int, model, optimizer, scheduler=None, sampler=None,
+                   extra: dict | None = None) -> PendingSave:
+        """Start a checkpoint of this step; return as soon as its tensors are copied to CPU memory.
+
+        Every rank calls it at the same step (a collective). DCP's `async_save` copies ("stages") this rank's
+        tensors before it returns, so the next optimizer step cannot change what is saved; a background thread
+        then writes the shards and, once every rank's write has finished, commits exactly as `save` does
+        (rename, COMPLETE, pruning) over a gloo process group of its own. Until then the folder is
+        `.incomplete-step_N`, never picked: a job killed meanwhile resumes from the previous checkpoint. One
+        save is in flight at a time: the next `save`/`save_async` first waits for this one, and `finish()`
+        (at the end of the run, before exporting) waits for the last. Costs one CPU copy of this rank's state.
+        """
+        from torch.distributed.checkpoint import FileSystemWriter, async_save
+
+        started = time.perf_counter()
+        self.wait()
+        pending = PendingSave(step, self.path_for(step), started)
+        begun = self._begin(step, model, optimizer, scheduler, sampler, extra)
+        if begun is None:  # already complete on disk
+            pending.returned = pending.written = pending.committed = time.perf_counter()
+            return pending
+        tensors, tmp, files = begun
+        group = self._checkpoint_group()
+        _quiet_background_saves()
+        response = async_save(tensors, storage_writer=FileSystemWriter(tmp), process_group=group,
+                              no_dist=_dist() is None)
+        staging = getattr(response, "staging_completion", None)
+        if staging is not None:  # a stager that copies in the background: training must not go on before it ends
+            staging.result()
+        upload = getattr(response, "upload_completion", response)
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fmlab-checkpoint")
+        pending.future = self._worker.submit(self._commit_when_written, pending, upload, tmp, files, group)
+        pending.returned = time.perf_counter()
+        self.pending = pending
+        return pending
+
+    def wait(self) -> Path | None:
+        """Block until the save in flight, if any, is committed; returns its path (None if there was none).
+
+        Every rank calls it at the same point. Raises CheckpointError if that save failed: its folder stays
+        `.incomplete-step_N` and the previous complete checkpoint is what resumes."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return None
+        from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+
+        try:
+            return pending.result()
+        except CheckpointError:
+            raise
+        except (Exception, CheckpointException) as e:
+            failures = getattr(e, "failures", None)
+            reason = ("; ".join(f"rank {r}: {type(x).__name__}: {x}" for r, (x, _) in failures.items())
+                      if failures else f"{type(e).__name__}: {e}")
+            raise CheckpointError(f"the asynchronous save of step {pending.step} failed: {reason.strip()[:400]}. It "
+                                  f"was not committed (it stays {INCOMPLETE}{pending.path.name}); the previous "
+                                  f"complete checkpoint is what resumes") from e
+
+    def finish(self) -> Path | None:
+        """End of a run: commit the save in flight (`wait`), then stop the background thread and release the
+        checkpoint process group. Every rank calls it; the Checkpointer can save again afterwards."""
+        try:
+            return self.wait()
+        finally:
+            if self._worker is not None:
+                self._worker.shutdown(wait=True)
+                self._worker = None
+            d = _dist()
+            if self._group is not None and d is not None:
+                _barrier()  # every rank's background commit has ended before the group goes away
+                d.destroy_process_group(self._group)
+            self._group = None
+
+    def _checkpoint_group(self):
+        """The gloo group the background write and commit use (None in a world of 1). A group of its own, since
+        collectives issued from two threads on one group would interleave; created on first use by every rank."""
+        d = _dist()
+        if d is None:
+            return None
+        if self._group is None:
+            try:
+                self._group = d.new_group(backend="gloo")
+            except Exception as e:
+                raise CheckpointError(f"asynchronous checkpoints need a gloo process group for their background "
+                                      f"collectives and this backend could not create one ({type(e).__name__}: "
+                                      f"{e}): save synchronously (asynchronous=False)") from e
+        return self._group
+
+    def _commit_when_written(self, pending: PendingSave, upload: Future, tmp: Path, files: dict, group) -> Path:
+        """The background thread: wait for DCP's write (done on every rank once it returns), write the JSON
+        files taken at the saving step, then commit."""
+        upload.result()
+        _write_files(tmp, files)
+        pending.written = time.perf_counter()
+        path = self._commit(pending.step, tmp, group)
+        pending.committed = time.perf_counter()
+        return path
+
+    def _begin(self, step: int, model, optimizer, scheduler, sampler, extra) -> tuple[dict, Path, dict] | None:
+        """Collect the state and prepare `.incomplete-step_N`; returns the tensors to write, that folder and the
+        JSON files to write after the tensors (name -> content, taken now), or None when this step is already
+        safely on disk (e.g. the last periodic save equals the final one)."""
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
         final, tmp = self.path_for(step), self.folder / f"{INCOMPLETE}{PREFIX}{step:08d}"
         rank, world = _rank(), _world()
-        if (final / MARKER).is_file():
-            return final  # this step is already safely on disk (e.g. the last periodic save equals the final one)
+        # Rank 0's disk decides: on a multi-instance job each instance has its own /opt/ml/checkpoints and only
+        # algo-1 holds the COMPLETE marker, so a local check would send the ranks different ways and hang them.
+        if from_rank0((final / MARKER).is_file()):
+            return None
         model_state, optim_state = get_state_dict(model, optimizer)
         tensors = {"model": model_state, "optim": optim_state["state"]}
         require_tensors(tensors, "state")
@@ -271,31 +458,33 @@ class Checkpointer:
                 shutil.rmtree(final)  # a folder without its marker was never complete
             tmp.mkdir(parents=True, exist_ok=True)
         _barrier()
-        with quiet_single_process():
-            dcp_save(tensors, storage_writer=FileSystemWriter(tmp), no_dist=_dist() is None)
-        write_json(tmp / f"rank_{rank:05d}.json", per_rank)
-        if rank == 0:
-            write_json(tmp / TRAINER_FILE, trainer)
+        files = {f"rank_{rank:05d}.json": per_rank, **({TRAINER_FILE: trainer} if rank == 0 else {})}
+        return tensors, tmp, files
+
+    def _commit(self, step: int, tmp: Path, group=None) -> Path:
+        """Once every rank has written `tmp`: rename it to step_N, write COMPLETE, prune. A collective over
+        `group` (the default group for a synchronous save, the checkpoint group in the background)."""
+        final, rank, world = self.path_for(step), _rank(), _world()
         mine = {p.name: p.stat().st_size for p in tmp.iterdir()
                 if p.name.startswith(f"__{rank}_") or p.name == f"rank_{rank:05d}.json"
                 or (rank == 0 and p.name in (".metadata", TRAINER_FILE))}
-        files = {k: v for part in _gather(mine) for k, v in part.items()}
-        _barrier()
+        files = {k: v for part in _gather(mine, group) for k, v in part.items()}
+        _barrier(group)
         if _node_leader() and tmp.exists():
             try:
                 tmp.rename(final)  # atomic on one file system
             except FileNotFoundError:
                 pass  # another node's leader renamed the shared folder first
-        _barrier()
+        _barrier(group)
         doomed: list[str] = []
         if rank == 0:
             write_json(final / MARKER, {"step": step, "world_size": world, "files": files}, atomic=True)
             doomed = self._to_prune(step)
-        doomed = from_rank0(doomed)  # rank 0's decision, so every machine prunes its own copy alike
+        doomed = _gather(doomed, group)[0]  # rank 0's decision, so every machine prunes its own copy alike
         if _node_leader():
             for name in doomed:
                 shutil.rmtree(self.folder / name, ignore_errors=True)
-        _barrier()
+        _barrier(group)
         self.saved.append(final)
         return final
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
+COLLECTIVE_TIMEOUT_RANGE = (1.0, 86400.0)  # seconds: --collective-timeout must lie within
 
 
 class TrainConfigError(ValueError):
@@ -51,8 +52,15 @@ class TrainConfig:
     checkpoint_dir: str = ""  # default: /opt/ml/checkpoints in a SageMaker job; none locally
     checkpoint_every: int = 0  # steps between checkpoints; 0: only at the end (when checkpoint_dir is set)
     keep_checkpoints: int = 3  # the newest N complete checkpoints are kept
+    async_checkpoint: bool = False  # save in the background (DCP async_save); committed only once fully written
     resume: str = "auto"  # "auto": newest complete checkpoint in checkpoint_dir; "none"; or a checkpoint path
     stop_after: int = 0  # stop after this step as if the job were killed (resume drills); 0: run to max_steps
+    collective_timeout: float = 600.0  # seconds a collective may wait for a dead or hung peer before the run fails
+    # recovery drills (fmlab.train.faults), off by default; a fault fires only in torchrun attempt fault_attempt
+    fault: str = "none"  # none | kill (SIGKILL) | hang (sleep) | freeze (SIGSTOP) at a step | kill-save (mid-save)
+    fault_step: int = 0  # the step it strikes (kill-save: inside its save; the others: before its forward pass)
+    fault_rank: int = 0  # the global rank it strikes
+    fault_attempt: int = 0  # the TORCHELASTIC_RESTART_COUNT it fires in: 0, the first start (restarts run clean)
     peak_tflops: float = 0.0  # device peak for MFU; 0: from the instance type or GPU name (none on a CPU)
     save_first_grads: str = ""  # write step 1's gradients (after DDP's all-reduce) to this safetensors file
     eval_sequences: int = 0  # held-out sequences per evaluation (the dataset's validation split); 0: no evaluation
@@ -168,6 +176,18 @@ def parse_config(argv: list[str] | None = None, env: dict | None = None) -> Trai
             values[name] = _convert(name, value)
     ignored = [k for k in ignored if f"--{k}" not in unknown]  # SageMaker passes each hyperparameter both ways
     return TrainConfig(**values, ignored=ignored + unknown)
+
+
+def check_collective_timeout(seconds: float) -> float:
+    """`seconds` if it is a usable --collective-timeout, else TrainConfigError saying what it is for."""
+    low, high = COLLECTIVE_TIMEOUT_RANGE
+    if not low <= seconds <= high:  # NaN fails too
+        raise TrainConfigError(
+            f"--collective-timeout {seconds:g} is outside {low:g}..{high:g} seconds. It is how long a collective "
+            f"waits for a dead or hung peer before the run fails: the default {TrainConfig.collective_timeout:g} s "
+            f"suits most runs; a failure drill may use 5 to 30; never less than the longest time one rank works "
+            f"alone (a checkpoint save, the final export)")
+    return seconds
 
 
 def adopt_mpi_environment(env: dict | None = None) -> bool:

@@ -55,21 +55,33 @@ class LocalRun:
         return json.loads((self.output_dir / "summary.json").read_text())
 
     @property
+    def resumed_at(self) -> list[int]:
+        """The steps the script resumed from, in order (one per start that found a checkpoint)."""
+        import re
+
+        return [int(m.group(1)) for m in re.finditer(r"^resumed from \S+ at step (\d+)", self.stdout, re.M)]
+
+    @property
     def log_lines(self) -> list[str]:
         """The parseable `step=... loss=...` lines rank 0 printed."""
         return [line for line in self.stdout.splitlines() if line.startswith("step=")]
 
 
 def torchrun_train(processes: int, args: list[str], output_dir: str | Path, threads_per_process: int = 1,
-                   timeout: float = 300) -> LocalRun:
-    """Run entrypoints/train.py on `processes` gloo processes; metrics land in `output_dir`."""
+                   timeout: float = 300, max_restarts: int = 0) -> LocalRun:
+    """Run entrypoints/train.py on `processes` gloo processes; metrics land in `output_dir`.
+
+    max_restarts > 0 lets torchrun's agent restart every worker after one fails (elastic restart), up to that
+    many times; the script then resumes from its newest complete checkpoint."""
     if processes < 1:
         raise ValueError(f"processes must be at least 1, got {processes}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.jsonl").unlink(missing_ok=True)  # a rerun of the cell starts a fresh log
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be 0 or more, got {max_restarts}")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-               str(ENTRY_SCRIPT), *args, "--output-dir", str(out)]
+               f"--max-restarts={max_restarts}", str(ENTRY_SCRIPT), *args, "--output-dir", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads_per_process), "PYTHONUNBUFFERED": "1"}
     start = time.perf_counter()
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

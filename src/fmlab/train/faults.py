@@ -1,0 +1,182 @@
+"""Fault injection for recovery drills: kill or hang one rank at a step, or kill it in the middle of a save.
+
+    # rank 1 is SIGKILLed before step 5; torchrun restarts both workers, they resume from the newest checkpoint
+    torchrun --nproc-per-node 2 --max-restarts 1 -m fmlab.train --checkpoint-dir ck --checkpoint-every 2 \\
+        --fault kill --fault-step 5 --fault-rank 1
+    # rank 1 hangs before step 5: rank 0 fails after --collective-timeout seconds, it never waits forever
+    torchrun --nproc-per-node 2 -m fmlab.train --collective-timeout 5 --fault hang --fault-step 5 --fault-rank 1
+    # rank 1 dies inside the save of step 4, its shards written, before the commit: the previous checkpoint is used
+    torchrun --nproc-per-node 2 --max-restarts 1 -m fmlab.train --checkpoint-dir ck --checkpoint-every 2 \\
+        --fault kill-save --fault-step 4 --fault-rank 1
+
+Each kind looks to the other ranks like the real fault it stands for:
+  kill       SIGKILL at the start of step N, before its forward pass: a lost instance, the kernel's OOM killer.
+             The others' next collective fails at once (gloo: "Connection closed by peer").
+  hang       at the start of step N the process sleeps for ever: alive, its connections open, but it never joins
+             another collective (a deadlock, a stuck data loader). The others wait --collective-timeout seconds,
+             then fail; torchrun's SIGTERM then ends the sleeper at once.
+  freeze     SIGSTOP at the start of step N: the same to the others, but the process is frozen (a host that
+             stopped scheduling it). A stopped process keeps SIGTERM pending, so torchrun waits its 30 s grace
+             before it sends SIGKILL: a frozen peer costs the timeout plus 30 s.
+  kill-save  SIGKILL inside the checkpoint save of step N, once this rank's shards are written (the
+             torch.distributed.checkpoint save returned) and before the commit (its rank file, the rename to
+             step_N, the COMPLETE marker): the save stays `.incomplete-step_N`, which a resume never picks.
+A fault fires only when TORCHELASTIC_RESTART_COUNT equals --fault-attempt (default 0: the first start, and any
+run outside torchrun), so the workers torchrun restarts run clean, and only on global rank --fault-rank. With a
+checkpoint folder it fires once per drill: it leaves `fault-fired-<kind>-step<N>-rank<R>` there before it strikes,
+and a later start that finds it (a torchrun restart on the same disk, or a SageMaker retry, which copies the
+checkpoint folder back) runs clean. It says what it does on stderr (`fault: ...`) just before. `Faults.none()` (the default, --fault none) does nothing.
+Tested by tests/train/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fmlab.parallel.mesh import restart_attempt
+from fmlab.train.config import TrainConfig, TrainConfigError
+
+KINDS = ("none", "kill", "hang", "freeze", "kill-save")
+_MID_SAVE = "killed (SIGKILL) in a checkpoint save, shards written, before the commit,"
+
+
+@dataclass
+class Faults:
+    """The fault this process is to suffer, if any; the training loop calls before_step and saving."""
+
+    kind: str = "none"
+    step: int = 0
+    rank: int = 0  # the global rank it strikes
+    attempt: int = 0  # the restart attempt (TORCHELASTIC_RESTART_COUNT) it fires in
+    armed: bool = False  # True on the rank and attempt it fires in
+    fired: bool = False
+    marker: Path | None = None  # left in the checkpoint folder when it fires: a later start never fires again
+    _originals: dict = field(default_factory=dict, repr=False, compare=False)  # what the kill-save hook replaced
+
+    @classmethod
+    def none(cls) -> Faults:
+        return cls()
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, rank: int, world_size: int, env=None) -> Faults:
+        """The fault `cfg` asks for, armed on its rank and attempt; TrainConfigError (with the fix) if it cannot
+        fire as written."""
+        kind = cfg.fault or "none"
+        if kind not in KINDS:
+            raise TrainConfigError(f"--fault must be one of {', '.join(KINDS)}, not {kind!r}")
+        if kind == "none":
+            return cls.none()
+        flag = f"--fault {kind} --fault-step {cfg.fault_step}"
+        if not 1 <= cfg.fault_step <= cfg.max_steps:
+            raise TrainConfigError(f"{flag}: --fault-step must be a step of the run, 1..{cfg.max_steps}")
+        if not 0 <= cfg.fault_rank < world_size:
+            raise TrainConfigError(f"{flag}: --fault-rank {cfg.fault_rank} is not a rank of this world of "
+                                   f"{world_size} processes (0..{world_size - 1})")
+        if cfg.fault_attempt < 0:
+            raise TrainConfigError(f"{flag}: --fault-attempt must be 0 (the first start) or more")
+        if kind == "kill-save":
+            saves = cfg.checkpoint_dir and ((cfg.checkpoint_every and cfg.fault_step % cfg.checkpoint_every == 0)
+                                            or cfg.fault_step == cfg.max_steps)
+            if not saves:
+                raise TrainConfigError(f"{flag} would never fire: no checkpoint is saved at step {cfg.fault_step} "
+                                       f"(--checkpoint-dir {cfg.checkpoint_dir or '(none)'}, --checkpoint-every "
+                                       f"{cfg.checkpoint_every}): set a checkpoint dir and pick a step where one is "
+                                       f"saved")
+        marker = Path(cfg.checkpoint_dir) / f"fault-fired-{kind}-step{cfg.fault_step}-rank{cfg.fault_rank}" \
+            if cfg.checkpoint_dir else None
+        already = marker is not None and marker.exists()  # a SageMaker retry copies it back with the checkpoints
+        armed = rank == cfg.fault_rank and restart_attempt(env) == cfg.fault_attempt and not already
+        return cls(kind, cfg.fault_step, cfg.fault_rank, cfg.fault_attempt, armed, marker=marker)
+
+    def _strike(self, what: str, sig: int | None) -> None:
+        self.fired = True
+        if self.marker is not None:
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            self.marker.write_text(f"{self.kind} at step {self.step} on rank {self.rank}\n")
+        sys.stdout.flush()
+        print(f"fault: rank {self.rank} {what} at step {self.step} (attempt {self.attempt}, --fault {self.kind})",
+              file=sys.stderr, flush=True)
+        if sig is not None:
+            os.kill(os.getpid(), sig)
+
+    def before_step(self, step: int) -> None:
+        """At the start of `step`: kill or stop this process if that is the drill."""
+        if not self.armed or self.fired or step != self.step:
+            return
+        if self.kind == "kill":
+            self._strike("killed (SIGKILL)", signal.SIGKILL)
+        elif self.kind == "freeze":
+            self._strike("freezes (SIGSTOP)", signal.SIGSTOP)  # until SIGCONT, or torchrun's SIGKILL
+        elif self.kind == "hang":
+            self._strike("hangs (sleeps for ever, joins no collective)", None)
+            while True:
+                time.sleep(3600)
+
+    @contextlib.contextmanager
+    def saving(self, step: int):
+        """Around the checkpoint save of `step`: for kill-save, this process dies right after its shards are
+        written, before the save is committed. The hook wraps torch.distributed.checkpoint's `save` and
+        `async_save` (which the checkpointer imports when it saves) from here until it fires or `disarm()`: a save
+        the checkpointer writes in the background is struck when its write ends, before its commit can start."""
+        if self.armed and not self.fired and self.kind == "kill-save" and step == self.step:
+            self._install()
+        yield
+
+    def disarm(self) -> None:
+        """Put torch.distributed.checkpoint's functions back (the hook does so itself once it fired)."""
+        import torch.distributed.checkpoint as dcp
+
+        for name, original in self._originals.items():
+            setattr(dcp, name, original)
+        self._originals.clear()
+
+    def _install(self) -> None:
+        import torch.distributed.checkpoint as dcp
+
+        for name, wrap in (("save", self._after_save), ("async_save", self._after_async_save)):
+            original = getattr(dcp, name, None)
+            if original is not None and name not in self._originals:
+                self._originals[name] = original
+                setattr(dcp, name, wrap(original))
+
+    def _after_save(self, original):
+        def save(*args, **kwargs):
+            result = original(*args, **kwargs)  # returns once every rank's shards are written
+            self.disarm()
+            self._strike(_MID_SAVE, signal.SIGKILL)
+            return result
+
+        return save
+
+    def _after_async_save(self, original):
+        """async_save returns a future (or a response holding `upload_completion`) that the checkpointer waits
+        on before it commits: hand it a gate that opens only after the strike, so no commit can begin first."""
+        from concurrent.futures import Future
+
+        def async_save(*args, **kwargs):
+            response = original(*args, **kwargs)
+            written = getattr(response, "upload_completion", response)
+            gate: Future = Future()
+
+            def strike(done) -> None:
+                self.disarm()
+                self._strike(_MID_SAVE, signal.SIGKILL)
+                error = done.exception()  # reached only when the kill is faked (tests)
+                if error is not None:
+                    gate.set_exception(error)
+                else:
+                    gate.set_result(done.result())
+
+            written.add_done_callback(strike)
+            if written is response:
+                return gate
+            response.upload_completion = gate
+            return response
+
+        return async_save

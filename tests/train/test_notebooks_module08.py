@@ -1,0 +1,44 @@
+"""Module 8: notebook 08 (checkpointing and recovery), executed with papermill: real faults on real processes.
+
+Run: .venv/bin/pytest tests/train/test_notebooks_module08.py -q   (about 90 s: eight 2-process runs and a job)
+
+Its figures are checked against the planner (failure rate, checkpoint size, Daly interval) and against what the
+runs did: a rank killed mid-run resumes to exactly the uninterrupted losses; a rank killed inside a save leaves
+a partial save that is never picked; a damaged checkpoint is set aside; a hung peer fails within the collective
+timeout; a 2-process checkpoint resumes on 1 process; the sandbox retries a job whose process was killed.
+"""
+
+import pytest
+
+from fmlab.plan import catalog, compute, reliability
+from fmlab.plan.layout import checkpoint_gb
+
+pytestmark = pytest.mark.notebook
+
+
+def test_notebook08_survives_every_fault(run_notebook, local_env):
+    r = run_notebook("notebooks/08_checkpointing_and_recovery.ipynb")
+    assert r.ok, r.error
+    rec = r.records
+
+    mtbf = reliability.job_mtbf_hours(16)
+    assert rec["nb08.job_mtbf_hours"] == pytest.approx(mtbf, abs=0.1)
+    size = checkpoint_gb(compute.param_count(catalog.model("gpt-30b")))["training"]
+    assert rec["nb08.checkpoint_gb"] == round(size) and rec["nb08.save_seconds_30b"] == pytest.approx(size / 16, abs=0.1)
+    assert rec["nb08.daly_hours"] == pytest.approx(reliability.daly_interval_hours(size / 16 / 3600, mtbf), abs=0.01)
+    assert 1.0 <= rec["nb08.daly_hours"] <= 3.0  # inside the best-practice "every 1 to 3 hours"
+
+    assert rec["nb08.stall"]["async_s"] < rec["nb08.stall"]["sync_s"]  # the saving step waits less
+
+    kill = rec["nb08.kill"]
+    assert kill["max_loss_diff"] == 0.0 and kill["resumed_from"] == 6 and kill["steps_after"] == list(range(7, 13))
+    assert rec["nb08.retry"] == {"status": "Completed", "attempts": 2, "restarting": 1}
+
+    in_save = rec["nb08.kill_in_save"]
+    assert in_save["exit"] != 0 and in_save["picked"] == "step_00000003" and in_save["resumed_from"] == 3
+    assert in_save["max_loss_diff"] == 0.0 and not in_save["incomplete_left"]  # the next save cleared it
+    assert rec["nb08.damaged"] == {"resumed_from": 9, "set_aside": True}
+
+    assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # 5 s timeout, not a hang
+    assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5
+    assert rec["nb08.seconds"] < 150

@@ -9,7 +9,10 @@ Files, in the order data flows through a run:
 - loop.py               train(): data -> model -> parallelize -> steps -> checkpoints; main() parses the flags
 - log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL)
 - checkpoint.py         sharded DCP checkpoints: atomic commit, keep-last-N, resume, damage set aside, async saves
-- checkpoint_format.py  what a checkpoint folder holds (metadata, RNG state, extra state) and its checks
+- checkpoint_folder.py  which checkpoints a folder holds: names, the COMPLETE marker, verification, the newest
+- checkpoint_format.py  what a checkpoint file holds (RNG state, JSON, the safe DCP reader) and its checks
+- ranks.py              rank, world, barrier, gather for the checkpoint code (a world of 1 needs no group)
+- export.py             the trained model as a Hugging Face folder
 - evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
 - faults.py             fault injection for recovery drills: kill, hang or freeze a rank, kill it mid-save
 - stall.py              how long a synchronous or asynchronous save stalls training (notebook 08)

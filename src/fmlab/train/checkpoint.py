@@ -40,7 +40,6 @@ Run the tests: `.venv/bin/pytest tests/train/test_checkpoint.py`.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import warnings
@@ -49,8 +48,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from fmlab.train.checkpoint_folder import (  # noqa: F401  (re-exported: what callers read from here)
+    CORRUPT,
+    INCOMPLETE,
+    MARKER,
+    PREFIX,
+    TRAINER_FILE,
+    CheckpointInfo,
+    complete_checkpoints,
+    damage,
+    latest,
+    read_marker,
+    step_of,
+    verify,
+)
 from fmlab.train.checkpoint_format import (
     CheckpointError,
     json_ready,
@@ -62,144 +73,13 @@ from fmlab.train.checkpoint_format import (
     set_rng_state,
     write_json,
 )
-
-PREFIX = "step_"
-INCOMPLETE = ".incomplete-"
-CORRUPT = "corrupt-"  # a complete checkpoint whose files no longer check out, set aside by `newest_intact`
-MARKER = "COMPLETE"
-TRAINER_FILE = "trainer.json"
-
-
-# ---------------------------------------------------------------- process-group helpers (a world of 1 works)
-
-
-def _dist():
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
-
-
-def _rank() -> int:
-    d = _dist()
-    return d.get_rank() if d else 0
-
-
-def _world() -> int:
-    d = _dist()
-    return d.get_world_size() if d else 1
-
-
-def _barrier(group=None) -> None:
-    d = _dist()
-    if d:
-        d.barrier(group=group)
-
-
-def _node_leader() -> bool:
-    """One process per machine: it creates and renames folders on that machine's disk (/opt/ml/checkpoints is
-    per instance on SageMaker, synced to one S3 prefix; on a shared file system the leaders race harmlessly)."""
-    return int(os.environ.get("LOCAL_RANK", _rank())) == 0
-
-
-def _gather(obj: Any, group=None) -> list[Any]:
-    d = _dist()
-    if not d:
-        return [obj]
-    out: list[Any] = [None] * d.get_world_size(group)
-    d.all_gather_object(out, obj, group=group)  # in-memory, between this job's own processes
-    return out
-
-
-def from_rank0(value: Any) -> Any:
-    """Rank 0's `value` on every rank (e.g. which checkpoint to resume, when disks differ between machines)."""
-    return _gather(value)[0]
-
-
-# ---------------------------------------------------------------- what a checkpoint folder holds
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    """A complete checkpoint on disk."""
-
-    path: Path
-    step: int
-    world_size: int
-    files: dict[str, int]  # file name -> size in bytes
-
-    @property
-    def bytes(self) -> int:
-        return sum(self.files.values())
-
-
-def _step_of(path: Path) -> int | None:
-    name = path.name
-    if not name.startswith(PREFIX):
-        return None
-    try:
-        return int(name[len(PREFIX):])
-    except ValueError:
-        return None
-
-
-def read_marker(path: str | Path) -> CheckpointInfo:
-    """The COMPLETE marker of one checkpoint; CheckpointError if it is missing or unreadable."""
-    path = Path(path)
-    marker = path / MARKER
-    if not marker.is_file():
-        raise CheckpointError(f"{path} is not a complete checkpoint (no {MARKER} marker: the save did not finish). "
-                              f"Resume from an earlier step_* folder; this one is never picked automatically")
-    try:
-        info = json.loads(marker.read_text())
-        return CheckpointInfo(path, int(info["step"]), int(info["world_size"]), dict(info["files"]))
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{marker} is unreadable ({e}): treat {path} as incomplete and resume from an "
-                              f"earlier checkpoint") from None
-
-
-def _damage(info: CheckpointInfo) -> list[str]:
-    """What differs from the marker: files missing, or of another size than was written."""
-    problems = []
-    for name, size in sorted(info.files.items()):
-        f = info.path / name
-        if not f.is_file():
-            problems.append(f"{name} is missing")
-        elif f.stat().st_size != size:
-            problems.append(f"{name} is {f.stat().st_size:,} bytes, {size:,} were written")
-    return problems
-
-
-def verify(path: str | Path) -> CheckpointInfo:
-    """Check that every file the marker lists is there with its recorded size; raise CheckpointError if not."""
-    info = read_marker(path)
-    problems = _damage(info)
-    if problems:
-        earlier = [c.path.name for c in complete_checkpoints(info.path.parent) if c.step < info.step]
-        raise CheckpointError(
-            f"checkpoint {info.path} is corrupt: {'; '.join(problems[:4])}. Nothing was deleted. Copy it back "
-            f"intact (e.g. from its S3 prefix), or move this folder aside to resume from the previous complete "
-            f"checkpoint ({earlier[-1] if earlier else 'there is none'})")
-    return info
-
-
-def complete_checkpoints(folder: str | Path) -> list[CheckpointInfo]:
-    """Every checkpoint in `folder` with a readable COMPLETE marker, oldest first (files are not re-checked)."""
-    folder = Path(folder)
-    found = []
-    if folder.is_dir():
-        for p in folder.iterdir():
-            if p.is_dir() and _step_of(p) is not None and (p / MARKER).is_file():
-                try:
-                    found.append(read_marker(p))
-                except CheckpointError:
-                    continue
-    return sorted(found, key=lambda i: i.step)
-
-
-def latest(folder: str | Path) -> Path | None:
-    """The newest complete checkpoint in `folder`, or None."""
-    found = complete_checkpoints(folder)
-    return found[-1].path if found else None
+from fmlab.train.ranks import barrier as _barrier
+from fmlab.train.ranks import dist_or_none as _dist
+from fmlab.train.ranks import from_rank0
+from fmlab.train.ranks import gather as _gather
+from fmlab.train.ranks import node_leader as _node_leader
+from fmlab.train.ranks import rank as _rank
+from fmlab.train.ranks import world as _world
 
 
 def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
@@ -213,7 +93,7 @@ def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
     if _rank() == 0:
         chosen, damaged = None, []
         for info in reversed(complete_checkpoints(folder)):
-            problems = _damage(info)
+            problems = damage(info)
             if not problems:
                 chosen = info.path
                 break
@@ -494,7 +374,7 @@ class Checkpointer:
         done = complete_checkpoints(self.folder)
         names = [info.path.name for info in done[:-self.keep_last]]
         for p in self.folder.glob(f"{INCOMPLETE}{PREFIX}*"):
-            step = _step_of(Path(p.name[len(INCOMPLETE):]))
+            step = step_of(Path(p.name[len(INCOMPLETE):]))
             if step is not None and step < newest:
                 names.append(p.name)
         return names
@@ -548,45 +428,8 @@ class Checkpointer:
         return self.load(path, model, optimizer, scheduler, sampler)
 
 
-# ---------------------------------------------------------------- export for transformers
+def export_hf(model, out_dir, dtype=None):
+    """Write `model` as a Hugging Face folder (fmlab.train.export.export_hf; kept here for callers)."""
+    from fmlab.train.export import export_hf as export
 
-
-def _hf_model(model):
-    """The transformers model inside a DDP wrapper (FSDP2 and TP change the model in place)."""
-    inner = getattr(model, "module", model)
-    if not hasattr(inner, "config"):
-        raise CheckpointError(f"export_hf needs a transformers model (with .config), got {type(inner).__name__}")
-    return inner
-
-
-def export_hf(model, out_dir: str | Path, dtype: torch.dtype | None = None) -> Path | None:
-    """Write `model` as a Hugging Face folder (config.json + model.safetensors) that `from_pretrained` loads.
-
-    A collective: every rank calls it (sharded weights are gathered); rank 0 writes and gets the folder back,
-    the other ranks get None. `dtype` (e.g. torch.bfloat16) converts the floating-point weights on the way out.
-    """
-    from safetensors.torch import save_file
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    hf = _hf_model(model)
-    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    out = Path(out_dir)
-    if _rank() != 0:
-        _barrier()
-        return None
-    tied = getattr(hf, "_tied_weights_keys", None) or {}
-    if getattr(hf.config, "tie_word_embeddings", False):
-        for key in tied:  # safetensors refuses shared storage; transformers ties them again on load
-            state.pop(key, None)
-    weights = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).contiguous().cpu()
-               for k, v in state.items()}
-    out.mkdir(parents=True, exist_ok=True)
-    partial = out / "model.safetensors.partial"
-    save_file(weights, str(partial), metadata={"format": "pt"})
-    os.replace(partial, out / "model.safetensors")
-    config = hf.config
-    if dtype is not None:
-        config.dtype = dtype
-    config.save_pretrained(out)
-    _barrier()
-    return out
+    return export(model, out_dir, dtype)

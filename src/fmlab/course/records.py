@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-MIME = "application/vnd.fmlab.course.records+json"
+MIME = "application/vnd.fmlab.record+json"
 
 
 def _jsonable(value: Any) -> Any:
@@ -30,8 +30,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def record(name: str, value: Any, show: bool = True) -> Any:
-    """Store `value` under `name` in this cell's output (and show it, unless show=False)."""
+def record(name: str, value: Any, show: bool = False) -> Any:
+    """Store `value` under `name` in this cell's output; returns it. Quiet by default: a cell that ends with
+    `record(...)` shows the value once, as its result, not twice (show=True also prints `name = value`)."""
     from IPython.display import display
 
     value = _jsonable(value)

@@ -17,7 +17,6 @@ A rung whose job fails, or whose gate fails, ends the climb: the next rung is no
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -214,8 +213,3 @@ def gate_table(results: list[GateResult]):
     import pandas as pd
 
     return pd.DataFrame([r.row() for r in results]).set_index("rung")
-
-
-def replace_run(rung: Rung, **changes) -> Rung:
-    """The rung with some of its run's settings changed."""
-    return dataclasses.replace(rung, run=rung.run.shrink(**changes))

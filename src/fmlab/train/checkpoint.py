@@ -73,6 +73,7 @@ from fmlab.train.checkpoint_format import (
     set_rng_state,
     write_json,
 )
+from fmlab.train.export import export_hf  # noqa: F401  (re-exported: loop.py and tests call it from here)
 from fmlab.train.ranks import barrier as _barrier
 from fmlab.train.ranks import dist_or_none as _dist
 from fmlab.train.ranks import from_rank0
@@ -426,10 +427,3 @@ class Checkpointer:
         if path is None:
             return None
         return self.load(path, model, optimizer, scheduler, sampler)
-
-
-def export_hf(model, out_dir, dtype=None):
-    """Write `model` as a Hugging Face folder (fmlab.train.export.export_hf; kept here for callers)."""
-    from fmlab.train.export import export_hf as export
-
-    return export(model, out_dir, dtype)

@@ -14,12 +14,11 @@ optimizer and LR schedule (`make_training`), the data (`batch`: the data positio
 checkpoint format the checks read (`PREFIX`, `MARKER`, `problems`). `reference_train`, `reference_save` and
 `reference_latest` are the lab's own solution: the uninterrupted run the resumed losses are compared with.
 
-Every run forks 2 processes from this one (Linux: the notebook's functions need no pickling). Each has its own
-process group (`os.setpgrp`, so a timeout kills all it started), one thread, a gloo process group on
-127.0.0.1 with a 20 s collective timeout, and its stdout/stderr in `<logs>/rank<r>.log`. A fault is injected
-inside the victim through hooks on `batch` (which step runs), `torch.save` (write half of the bytes, then
-SIGKILL itself) and `os.rename`/`os.replace` (rename a folder, then SIGKILL itself). When a process dies the
-other is killed at once, as torchrun's agent tears a job down; a run past WORLD_TIMEOUT is killed whole.
+Every run forks 2 processes from this one with the lab harness (`fmlab.labs.world`: its own process group,
+one thread, gloo on 127.0.0.1 with a 20 s collective timeout, stdout/stderr in `<logs>/rank<r>.log`). A fault
+is injected inside the victim through hooks on `batch` (which step runs), `torch.save` (write half of the
+bytes, then SIGKILL itself) and `os.rename`/`os.replace` (rename a folder, then SIGKILL itself). When a process
+dies the other is killed at once, as torchrun's agent tears a job down; a run past WORLD_TIMEOUT is killed whole.
 Resumed losses are compared exactly (tolerance 0): fixed seeds, one thread and a 2-rank all-reduce on CPU make
 every step reproducible bit for bit.
 """
@@ -29,24 +28,19 @@ from __future__ import annotations
 import io
 import json
 import math
-import multiprocessing as mp
 import os
 import shutil
 import signal
 import sys
 import time
-import traceback
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from fmlab.environment import free_port
-from fmlab.labs import Lab
+from fmlab.labs import Lab, world
+from fmlab.labs.world import World
 
 LAB = Lab("lab 08", ["ex1_atomic_save", "ex2_latest_checkpoint", "ex3_resume"])
 
@@ -200,62 +194,6 @@ def reference_train(folder, steps, rank, world_size, every=EVERY, save=None, res
 # ---------------------------------------------------------------- running 2 processes, with faults
 
 
-@dataclass
-class World:
-    """What one run of WORLD processes left: exit codes (-9: SIGKILL), results, errors, faults fired."""
-
-    logs: Path
-    exitcodes: list[int | None]
-    results: list[object]
-    errors: list[str]
-    fired: list[str]
-    timed_out: bool
-    seconds: float
-    limit: float = WORLD_TIMEOUT
-
-    @property
-    def ok(self) -> bool:
-        return not self.timed_out and all(c == 0 for c in self.exitcodes)
-
-    @property
-    def fault(self) -> str:
-        return next((f for f in self.fired if f), "")
-
-    def unanswered(self) -> bool:
-        return any(e.startswith("NotImplementedError") for e in self.errors)
-
-    def error_order(self) -> list[int]:
-        """Ranks by when they failed, first first: the others' errors ("connection closed by peer") follow."""
-        when = [f.stat().st_mtime_ns if (f := self.logs / f"rank{r}.error").exists() else math.inf
-                for r in range(len(self.errors))]
-        return sorted(range(len(self.errors)), key=lambda r: when[r])
-
-    def failure(self) -> str:
-        """Why the run did not finish, in a sentence (empty if it did)."""
-        if self.timed_out:
-            return (f"it ran past {self.limit:.0f} s and was killed: a rank waits for a collective (a barrier?) "
-                    f"that another never calls (logs: {self.logs})")
-        for r in self.error_order():
-            if e := self.errors[r]:
-                waited = (": every rank must call the same collectives (dist.barrier) in the same order"
-                          if "Timed out" in e or "timed out" in e else "")
-                return f"rank {r} raised {e}{waited} (its traceback: {self.logs / f'rank{r}.log'})"
-        for r, c in enumerate(self.exitcodes):
-            if c not in (0, None) and not self.fired[r]:
-                return f"rank {r} exited with code {c} (logs: {self.logs})"
-        return ""
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        return value.item()
-    return value if isinstance(value, int | float | str | bool | type(None)) else repr(value)
-
-
 def _arm(faults: list[dict], rank: int, logs: Path) -> None:
     """Install this rank's faults inside its own process: hooks on batch, torch.save, os.rename, os.replace."""
     mine = [f for f in faults if f["rank"] == rank]
@@ -309,40 +247,6 @@ def _arm(faults: list[dict], rank: int, logs: Path) -> None:
     os.rename, os.replace = renamer(os.rename), renamer(os.replace)
 
 
-def _child(fn: Callable, rank: int, world_size: int, port: int, faults: list[dict], logs: Path) -> None:
-    os.setpgrp()  # a process group of its own: a timeout kills whatever it started
-    log = open(logs / f"rank{rank}.log", "w", buffering=1)  # open until os._exit
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = log
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=COLLECTIVE_TIMEOUT))
-        _arm(faults, rank, logs)
-        result = fn(rank, world_size)
-        (logs / f"rank{rank}.json").write_text(json.dumps(_jsonable(result)))
-        if dist.is_initialized():  # rank 0 hosts the rendezvous store: nobody leaves before everyone is done
-            dist.barrier()
-            dist.destroy_process_group()
-    except BaseException as e:  # whatever the learner's code raises
-        traceback.print_exc()
-        (logs / f"rank{rank}.error").write_text(f"{type(e).__name__}: {str(e).strip()[:300]}")
-        log.flush()
-        os._exit(1)
-    log.flush()
-    os._exit(0)  # no atexit handlers, no finalizers: the notebook kernel's sockets are not ours
-
-
-def _kill(procs) -> None:
-    for p in procs:
-        if p.is_alive():
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                p.kill()
-
-
 _WARM: list[bool] = []
 
 
@@ -366,45 +270,11 @@ def _warm_up() -> None:
 
 def run_world(fn: Callable[[int, int], object], logs: str | os.PathLike, faults: list[dict] | None = None,
               timeout: float = WORLD_TIMEOUT) -> World:
-    """Run fn(rank, world_size) on WORLD forked processes with gloo, the faults armed; never raises for them."""
+    """Run fn(rank, world_size) on WORLD forked gloo processes (the lab harness), the faults armed in each."""
     _warm_up()
-    logs = Path(logs)
-    shutil.rmtree(logs, ignore_errors=True)
-    logs.mkdir(parents=True)
-    ctx = mp.get_context("fork")
-    port = free_port()
-    procs = [ctx.Process(target=_child, args=(fn, r, WORLD, port, list(faults or []), logs), daemon=True)
-             for r in range(WORLD)]
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork from the kernel's threads
-        for p in procs:
-            p.start()
-    timed_out = False
-    while any(p.is_alive() for p in procs):
-        if any(p.exitcode not in (None, 0) for p in procs):
-            _kill(procs)  # one rank died: the job is down, as torchrun's agent would have it
-            break
-        if time.perf_counter() - start > timeout:
-            timed_out = True
-            _kill(procs)
-            break
-        time.sleep(0.01)
-    for p in procs:
-        p.join()
-    seconds = time.perf_counter() - start
-
-    def read(name: str) -> list[str | None]:
-        return [f.read_text() if (f := logs / f"rank{r}.{name}").exists() else None for r in range(WORLD)]
-
-    def parse(text: str | None):
-        try:
-            return None if text is None else json.loads(text)
-        except ValueError:  # cut short by a kill
-            return None
-
-    return World(logs, [p.exitcode for p in procs], [parse(t) for t in read("json")], [e or "" for e in read("error")],
-                 [x or "" for x in read("fault")], timed_out, seconds, timeout)
+    faults = list(faults or [])
+    return world.run_world(fn, logs, WORLD, timeout, prepare=lambda rank, logs_: _arm(faults, rank, logs_),
+                           collective_timeout=COLLECTIVE_TIMEOUT)
 
 
 def listing(folder: str | os.PathLike) -> str:

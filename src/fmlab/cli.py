@@ -27,20 +27,48 @@ def _float(text: str) -> float:
     return float(text.replace("_", ""))
 
 
+def _number(kind: type, low: float, what: str, low_ok: bool = False, high: float | None = None):
+    """An argparse type: a number of `kind` above `low` (or at it, with low_ok), at most `high`."""
+    def parse(text: str):
+        try:
+            value = kind(_float(text)) if kind is float else kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'number' if kind is float else 'whole number'}"
+                                             ) from None
+        too_low = value < low if low_ok else value <= low
+        if too_low or (high is not None and value > high) or value != value:
+            bound = f"at least {low:g}" if low_ok else f"above {low:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be {bound}"
+                                             + (f" and at most {high:g}" if high is not None else ""))
+        return value
+    return parse
+
+
 def _add_plan(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="time, cost and memory per device of a pretraining run")
     p.add_argument("--model", required=True, choices=list(catalog.MODELS), help="model preset")
-    p.add_argument("--tokens", type=_float, default=0.0, help="training tokens, e.g. 300e9 (default: Chinchilla-optimal)")
+    p.add_argument("--tokens", type=_number(float, 0, "training tokens"), default=None,
+                   help="training tokens, e.g. 300e9 (default: Chinchilla-optimal, 20 per parameter)")
     p.add_argument("--instance", required=True, choices=list(catalog.INSTANCES), help="SageMaker instance type")
-    p.add_argument("--count", type=int, required=True, help="number of instances")
-    p.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation, 0-1 (default 0.4)")
+    p.add_argument("--count", type=_number(int, 1, "the instance count", low_ok=True), required=True,
+                   help="number of instances")
+    p.add_argument("--mfu", type=_number(float, 0, "the utilisation", high=1), default=0.4,
+                   help="fraction of peak FLOP/s the devices sustain, in (0, 1] (default 0.4); it is the MFU "
+                        "without recomputation, and the HFU with it")
     p.add_argument("--sharding", default="none", help="none | zero1 | zero2 | full | hybrid:D")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-    p.add_argument("--pp", type=int, default=1, help="pipeline-parallel degree")
-    p.add_argument("--micro-batch", type=int, default=1, help="sequences per device per step")
-    p.add_argument("--seq-len", type=int, default=0, help="sequence length (default: the preset's context)")
+    p.add_argument("--tp", type=_number(int, 1, "the tensor-parallel degree", low_ok=True), default=1,
+                   help="tensor-parallel degree")
+    p.add_argument("--pp", type=_number(int, 1, "the pipeline-parallel degree", low_ok=True), default=1,
+                   help="pipeline-parallel degree")
+    p.add_argument("--micro-batch", type=_number(int, 1, "the micro-batch", low_ok=True), default=1,
+                   help="sequences per device per step")
+    p.add_argument("--seq-len", type=_number(int, 1, "the sequence length", low_ok=True), default=None,
+                   help="sequence length (default: the preset's context)")
     p.add_argument("--recompute", default="none", choices=["none", "selective", "full", "offload"],
-                   help="activation recomputation (offload: checkpoints kept in host memory)")
+                   help="activation recomputation: selective keeps matmul outputs, full only each layer's input, "
+                        "offload moves that to host memory")
+    p.add_argument("--attention", default="flash", choices=["flash", "eager"],
+                   help="attention kernel: flash (fused, FlashAttention/SDPA: no s x s scores kept) or eager")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plan)
 
@@ -52,8 +80,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tokens = args.tokens or compute.chinchilla_tokens(compute.param_count(catalog.model(args.model)))
     try:
         plan = make_plan(args.model, tokens, args.instance, args.count, mfu=args.mfu, sharding=args.sharding,
-                         tp=args.tp, pp=args.pp, micro_batch=args.micro_batch, seq_len=args.seq_len or None,
-                         recompute=args.recompute)
+                         tp=args.tp, pp=args.pp, micro_batch=args.micro_batch, seq_len=args.seq_len,
+                         recompute=args.recompute, attention=args.attention)
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -69,7 +97,8 @@ def format_plan(plan) -> str:
     lines = [
         f"model        {plan.model}: {plan.params / 1e9:.2f}B parameters, {plan.tokens / 1e9:,.0f}B tokens",
         f"compute      {plan.train_flops:.3g} FLOPs",
-        f"cluster      {plan.instances} x {plan.instance} = {plan.devices} devices at MFU {plan.mfu:.0%}",
+        f"cluster      {plan.instances} x {plan.instance} = {plan.devices} devices at HFU {plan.hfu:.0%}, MFU "
+        f"{plan.mfu:.0%}" + (" (recomputation re-runs the forward)" if plan.mfu < plan.hfu else ""),
         f"time         {plan.days:,.1f} days",
         f"cost         ${plan.cost_usd:,.0f}  ({plan.price_note})",
         f"layout       dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, sharding {lay['sharding']}, "

@@ -29,6 +29,26 @@ def test_impossible_layout_exits_2_with_message(capsys):
     assert code == 2 and "does not divide" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag, value, says", [
+    ("--tokens", "-5", "training tokens must be above 0"),
+    ("--tokens", "lots", "'lots' is not a number"),
+    ("--count", "0", "the instance count must be at least 1"),
+    ("--mfu", "1.5", "the utilisation must be above 0 and at most 1"),
+    ("--micro-batch", "-1", "the micro-batch must be at least 1"),
+    ("--seq-len", "0", "the sequence length must be at least 1"),
+])
+def test_out_of_range_numbers_are_refused_before_planning(capsys, flag, value, says):
+    with pytest.raises(SystemExit) as stop:
+        main(["plan", "--model", "gpt-30b", "--instance", "ml.p4d.24xlarge", "--count", "16", flag, value])
+    assert stop.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_plan_prints_hfu_and_the_lower_mfu_of_full_recomputation(capsys):
+    main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+          "--sharding", "full", "--recompute", "full"])
+    assert "at HFU 40%, MFU 30% (recomputation re-runs the forward)" in capsys.readouterr().out
+
+
 def test_default_tokens_are_chinchilla(capsys):
     main(["plan", "--model", "llama2-7b", "--instance", "ml.p5.48xlarge", "--count", "8", "--json",
           "--sharding", "full", "--recompute", "full"])

@@ -61,7 +61,8 @@ def test_the_chosen_layout_and_its_alternatives(deck):
     assert chosen.fits and chosen.layout["shard_degree"] == 64 and "`hybrid_shard_degree=64`" in deck
     assert f"**{chosen.memory_gb_per_device:.1f} GB per GPU** of the {chosen.usable_memory_gb:.0f} GB usable" in deck
     full = plan(sharding="full")
-    eager = make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, sharding="full", suggest=False)
+    eager = make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, sharding="full", suggest=False,
+                      attention="eager")
     assert f"({full.memory_gb_per_device:.1f} GB; {eager.memory_gb_per_device:.1f} GB if attention stored its scores)" in deck
     assert full.fits and not eager.fits
     hybrid8 = plan(sharding="hybrid:8")

@@ -29,13 +29,27 @@ def test_tensor_and_pipeline_parallel_divide_model_states():
 
 
 def test_korthikanti_activation_per_layer_gpt3():
-    # Korthikanti et al. 2022, Table 2 and section 4: per layer s*b*h*(34 + 5*a*s/h); selective 34*s*b*h;
-    # full recomputation keeps only the 2*s*b*h input. GPT-3 175B: s=2048, h=12288, a=96, b=1.
+    # Korthikanti et al. 2022, Table 2 and section 4: per layer s*b*h*(34 + 5*a*s/h) with eager attention; a
+    # fused kernel (FlashAttention) keeps no s x s scores, 34*s*b*h (the paper's "selective" figure); full
+    # recomputation keeps only the 2*s*b*h input. GPT-3 175B: s=2048, h=12288, a=96, b=1.
     m = catalog.model("gpt3-175b")
     sbh = 2048 * 1 * 12288
-    assert activation_bytes_per_layer(m, 1, 2048) == pytest.approx(sbh * (34 + 5 * 96 * 2048 / 12288))
-    assert activation_bytes_per_layer(m, 1, 2048, tp=8, recompute="selective") == pytest.approx(34 * sbh / 8)
+    eager = activation_bytes_per_layer(m, 1, 2048, attention="eager")
+    assert eager == pytest.approx(sbh * (34 + 5 * 96 * 2048 / 12288))
+    assert activation_bytes_per_layer(m, 1, 2048) == pytest.approx(34 * sbh)  # flash is the default
+    assert activation_bytes_per_layer(m, 1, 2048, tp=8, attention="eager") == pytest.approx(eager / 8)
     assert activation_bytes_per_layer(m, 1, 2048, recompute="full") == pytest.approx(2 * sbh)
+
+
+def test_selective_keeps_the_input_and_every_matmul_output():
+    # The engine's selective policy: q, k, v (3h), attention output (h), o_proj (h), fc1 (4h), fc2 (h) and the
+    # layer input (h) in 16-bit: 2 * 11 * s*b*h for GPT-3's layout; SwiGLU keeps gate and up (2 x ffn).
+    gpt3 = catalog.model("gpt3-175b")
+    sbh = 2048 * 12288
+    assert activation_bytes_per_layer(gpt3, 1, 2048, recompute="selective") == pytest.approx(22 * sbh)
+    llama = catalog.model("llama2-7b")  # h 4096, ffn 11008, 32 KV heads
+    widths = 4096 + 2 * 4096 + 4096 + 4096 + 2 * 11008 + 4096
+    assert activation_bytes_per_layer(llama, 1, 4096, recompute="selective") == pytest.approx(2 * 4096 * (4096 + widths))
 
 
 def test_recomputation_and_offload_reduce_memory_in_order():
@@ -44,13 +58,43 @@ def test_recomputation_and_offload_reduce_memory_in_order():
     assert mem == sorted(mem, reverse=True)
 
 
-def test_gpt30b_on_16_p4d_fits_only_sharded_with_recompute():
+def test_full_recomputation_costs_a_third_more_time_and_lowers_mfu_not_hfu():
+    # PaLM (Chowdhery et al. 2022), Appendix B: MFU counts the model's FLOPs, HFU what the hardware runs;
+    # full recomputation runs the forward (a third of forward + backward) again.
+    kw = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, sharding="full", mfu=0.4)
+    none, selective, full = (make_plan(**kw, recompute=r) for r in ("none", "selective", "full"))
+    assert full.days == pytest.approx(none.days * 4 / 3) and full.cost_usd == pytest.approx(none.cost_usd * 4 / 3)
+    assert (full.hfu, full.mfu) == (0.4, pytest.approx(0.3))
+    assert selective.days == none.days and none.mfu == none.hfu == 0.4
+
+
+def test_gpt30b_on_16_p4d_fits_fully_sharded_with_flash_attention_only():
     kw = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16)
-    assert make_plan(**kw, sharding="full", recompute="full").fits
+    assert make_plan(**kw, sharding="full").fits  # ~24 GB of activations + 3.7 GB of states
+    assert not make_plan(**kw, sharding="full", attention="eager").fits  # the scores: ~92 GB
+    assert make_plan(**kw, sharding="full", attention="eager", recompute="full").fits
     ddp = make_plan(**kw)
     assert not ddp.fits
     with pytest.raises(PlanError, match="--sharding full"):
         ddp.require_fit()
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"tokens": -5}, "tokens must be a positive number"),
+    ({"tokens": float("nan")}, "tokens must be a positive number"),
+    ({"instances": 0}, "instances must be a whole number of at least 1"),
+    ({"mfu": 1.5}, "MFU must be a fraction in"),
+    ({"mfu": 0}, "MFU must be a fraction in"),
+    ({"micro_batch": 0}, "micro_batch must be"),
+    ({"seq_len": -1}, "seq_len must be"),
+    ({"tp": 0}, "tp must be"),
+    ({"recompute": "some"}, "recompute must be one of"),
+    ({"attention": "fast"}, "attention must be one of"),
+])
+def test_out_of_range_inputs_get_a_clear_error(change, says):
+    kw = {**dict(model="gpt-30b", tokens=1e9, instance="ml.p4d.24xlarge", instances=2), **change}
+    with pytest.raises(PlanError, match=says):
+        make_plan(**kw)
 
 
 def test_impossible_degrees_name_the_fix():

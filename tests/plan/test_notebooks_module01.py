@@ -29,4 +29,7 @@ def test_when_to_pretrain_notebook(run_notebook):
     assert days["8"] == pytest.approx(2 * days["16"], rel=1e-3)
     assert rec["memory_gb"]["FSDP full + recompute"] < 36 < rec["memory_gb"]["DDP"]
     assert rec["ddp_fits"] is False and rec["cli_exit_code"] == 0
+    by_attention = rec["fsdp_full_gb_by_attention"]  # the s x s scores of eager attention: ~92 GB against ~28
+    assert by_attention["flash"] < 36 < by_attention["eager"]
+    assert rec["recompute_days"]["full"] == pytest.approx(rec["recompute_days"]["none"] * 4 / 3, rel=0.01)
     assert 0 < rec["phase_share_of_budget"] < 0.2

@@ -48,16 +48,17 @@ INTRO = """# Pretraining Foundation Models on AWS: course index
 
 Start here. The course is a sequence of notebooks, each a module that runs top to bottom on its own: on a
 laptop CPU with tiny models in about a minute, or against real Amazon SageMaker jobs when you have an AWS
-account (notebook 00 tells you which one you have). Work through them in order; each has a **lab** with
-checks that tell you when your answer is right, and a **slide deck** with the same ideas in brief.
+account (notebook 00 tells you which one you have). Work through them in order; each has a **lab** in which
+you build the mechanism the module teaches, and a **slide deck** with the same ideas in brief.
 
 **Kernel.** Use the kernel **fmlab (Python 3.11)** (`make lab` registers it; in SageMaker Studio pick it in
 the kernel selector). The notebooks also run on the plain *Python 3 (ipykernel)* kernel of the course's
 environment.
 
-**Labs.** Open a lab, fill in every `None  # your code here`, and run all cells: each exercise prints PASS or
-FAIL, and the last cell fails until every exercise passes. The solved twins are in `labs/solutions/`; try
-first.
+**Labs.** Open a lab and write the code where it says `# your code here` (a function body, a class, a
+protocol). Each check runs your code on 2 to 4 real processes of this machine (gloo) and compares it with a
+single-process reference: it prints PASS, or FAIL with what differed (which tensor, by how much, at which
+step). The last cell fails until every exercise passes. The solved twins are in `labs/solutions/`; try first.
 
 **Slides.** `make slides` builds every deck to `build/slides/` (open `build/slides/index.html` in a browser;
 in JupyterLab, right-click a deck in the file browser and choose *Open in New Browser Tab*). They work

@@ -87,14 +87,29 @@ def flops_per_token(m: ModelPreset, seq_len: int | None = None) -> float:
     return 6 * matmul_params(m) + 12 * m.layers * m.hidden * t
 
 
+RECOMPUTE_CHOICES = ("none", "selective", "full", "offload")
+
+
+def forward_flops_per_token(m: ModelPreset, seq_len: int | None = None) -> float:
+    """One forward pass per token, a third of `flops_per_token`: 2N + 4*L*H*T."""
+    return flops_per_token(m, seq_len) / 3
+
+
 def hardware_flops_per_token(m: ModelPreset, seq_len: int | None = None, recompute: str = "none") -> float:
-    """FLOPs the hardware really executes: full recomputation runs every forward twice (8N, not 6N)."""
+    """FLOPs the hardware really executes per token. Full recomputation (and offloading, which recomputes
+    like it) runs every layer's forward twice: 8N, not 6N. Selective recomputation re-runs only element-wise
+    ops (norms, activations, dropout): no matrix multiplies, so no FLOPs worth counting, only memory traffic."""
     model_flops = flops_per_token(m, seq_len)
-    if recompute == "full":
-        return model_flops * 4 / 3
-    if recompute in ("none", "selective", "offload"):
-        return model_flops  # selective recompute re-runs only the cheap attention softmax/dropout part
-    raise PlanError(f"recompute must be none, selective, full or offload, not {recompute!r}")
+    if recompute in ("full", "offload"):
+        return model_flops + forward_flops_per_token(m, seq_len)
+    if recompute in ("none", "selective"):
+        return model_flops
+    raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, not {recompute!r}")
+
+
+def recompute_overhead(m: ModelPreset, recompute: str, seq_len: int | None = None) -> float:
+    """Extra hardware FLOPs over model FLOPs: 0 for none and selective, 1/3 for full and offload."""
+    return hardware_flops_per_token(m, seq_len, recompute) / flops_per_token(m, seq_len) - 1
 
 
 def train_flops(m: ModelPreset, tokens: float, seq_len: int | None = None) -> float:
@@ -112,8 +127,8 @@ def chinchilla_tokens(params: float) -> float:
 
 def training_seconds(total_flops: float, devices: int, peak_tflops: float, mfu: float) -> float:
     """Wall-clock seconds to execute `total_flops` on `devices` at `mfu` of their peak."""
-    if not 0 < mfu <= 1:
-        raise PlanError(f"MFU must be a fraction in (0, 1], got {mfu}; 0.35-0.5 is typical for large runs")
+    if isinstance(mfu, bool) or not isinstance(mfu, int | float) or not 0 < mfu <= 1:
+        raise PlanError(f"MFU must be a fraction in (0, 1], got {mfu!r}; 0.35-0.5 is typical for large runs")
     if devices < 1:
         raise PlanError(f"need at least one device, got {devices}")
     return total_flops / (devices * peak_tflops * 1e12 * mfu)
@@ -134,7 +149,10 @@ def implied_mfu(total_flops: float, peak_tflops: float, *, devices: int = 0, day
 
 @dataclass(frozen=True)
 class RunEstimate:
-    """Time and money for one model, one data size, one cluster."""
+    """Time and money for one model, one data size, one cluster.
+
+    `hfu` is the fraction of peak the devices sustain on the FLOPs they execute; `mfu` counts only the model's
+    FLOPs (6N + attention per token), so with recomputation mfu = hfu x model / hardware FLOPs."""
 
     model: str
     params: int
@@ -146,25 +164,42 @@ class RunEstimate:
     mfu: float
     days: float
     cost_usd: float
+    hfu: float = 0.0
+    recompute: str = "none"
 
     @property
     def device_hours(self) -> float:
         return self.days * 24 * self.devices
 
 
+def check_positive(name: str, value: float, hint: str = "", infinite_ok: bool = False) -> float:
+    """`value` if it is a number above 0 (finite unless infinite_ok); PlanError naming the input otherwise."""
+    if (isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0
+            or (math.isinf(value) and not infinite_ok)):
+        raise PlanError(f"{name} must be a positive number, got {value!r}{': ' + hint if hint else ''}")
+    return value
+
+
 def estimate_run(m: ModelPreset | str, tokens: float, inst: Instance | str, instances: int,
-                 mfu: float = 0.4) -> RunEstimate:
-    """Days and on-demand cost to train `m` on `tokens` tokens with `instances` x `inst`."""
+                 mfu: float = 0.4, recompute: str = "none") -> RunEstimate:
+    """Days and on-demand cost to train `m` on `tokens` tokens with `instances` x `inst`.
+
+    `mfu` is the utilisation the cluster reaches without recomputation (then MFU = HFU). Recomputation keeps
+    the hardware as busy (HFU = mfu) but spends part of it on FLOPs the model did not need: the days grow by
+    the recomputed share and the run's MFU falls by it."""
     m = catalog.model(m) if isinstance(m, str) else m
     inst = catalog.instance(inst) if isinstance(inst, str) else inst
-    if instances < 1:
-        raise PlanError(f"instance count must be at least 1, got {instances}")
+    check_positive("tokens", tokens, "the number of training tokens, e.g. 300e9")
+    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+        raise PlanError(f"instance count must be a whole number of at least 1, got {instances!r}")
     flops = train_flops(m, tokens)
+    hardware = flops * (1 + recompute_overhead(m, recompute))
     devices = instances * inst.accelerators
-    seconds = training_seconds(flops, devices, inst.peak_tflops_bf16, mfu)
+    seconds = training_seconds(hardware, devices, inst.peak_tflops_bf16, mfu)
     days = seconds / SECONDS_PER_DAY
     cost = seconds / 3600 * inst.price_per_hour * instances
-    return RunEstimate(m.name, param_count(m), tokens, flops, inst.name, instances, devices, mfu, days, cost)
+    return RunEstimate(m.name, param_count(m), tokens, flops, inst.name, instances, devices, mfu * flops / hardware,
+                       days, cost, hfu=mfu, recompute=recompute)
 
 
 def smallest_cluster(m: ModelPreset | str, tokens: float, inst: Instance | str, *, deadline_days: float,
@@ -175,6 +210,8 @@ def smallest_cluster(m: ModelPreset | str, tokens: float, inst: Instance | str, 
     budget either holds for every cluster or for none; the deadline sets the size.
     """
     m = catalog.model(m) if isinstance(m, str) else m
+    check_positive("deadline_days", deadline_days, "days the run may take")
+    check_positive("budget_usd", budget_usd, "dollars the run may cost", infinite_ok=True)
     one = estimate_run(m, tokens, inst, 1, mfu)
     if one.cost_usd > budget_usd:
         raise PlanError(

@@ -13,8 +13,11 @@ full FSDP sharding, or hybrid sharding within groups of D).
 Sources:
 - model states, 2 + 2 + 12 bytes per parameter for mixed-precision Adam, and ZeRO stages 1-3:
   Rajbhandari et al. 2020 (ZeRO), section 3 and Figure 1.
-- activation memory per layer, s*b*h*(34 + 5*a*s/h) bytes, and its recomputation variants:
-  Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Table 2.
+- activation memory per layer, s*b*h*(34 + 5*a*s/h) bytes with eager attention, 34*s*b*h with a fused kernel,
+  and full recomputation's 2*s*b*h: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+  Transformer Models", Table 2; the fused kernel's O(s) memory: Dao et al. 2022 (FlashAttention), section 3.
+- time: recomputation adds hardware FLOPs (`compute.hardware_flops_per_token`), so at the same hardware
+  utilisation (HFU) the run takes longer and its MFU falls: Chowdhery et al. 2022 (PaLM), Appendix B.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from fmlab.plan.catalog import GB, Instance, ModelPreset
 from fmlab.plan.compute import PlanError
 
 SHARDING_CHOICES = ("none", "zero1", "zero2", "full", "hybrid:D")
-RECOMPUTE_CHOICES = ("none", "selective", "full", "offload")
+RECOMPUTE_CHOICES = compute.RECOMPUTE_CHOICES  # none | selective (keep matmul outputs) | full | offload
 # "eager": attention materialises the a x s x s score and softmax tensors and keeps them for backward (the
 # Korthikanti formula); "flash": a fused kernel (FlashAttention, PyTorch SDPA) recomputes them in its backward
 # and keeps only O(s) statistics, so the 5as/h term disappears (Dao et al. 2022, FlashAttention, section 3).
@@ -108,13 +111,27 @@ def model_state_bytes(params: float, layout: Layout) -> dict[str, float]:
     return {"weights": w, "gradients": g, "optimizer": o}
 
 
+def saved_matmul_width(m: ModelPreset) -> int:
+    """Per token, the widths of the outputs selective checkpointing keeps in one layer: every matrix multiply
+    (q, k, v, attention's output projection, the MLP's) and the attention kernel's output."""
+    head_dim = m.hidden // m.heads
+    kv = 2 * m.n_kv_heads * head_dim
+    mlp = 2 * m.ffn + m.hidden if m.family == "llama" else m.ffn + m.hidden  # SwiGLU: gate and up, then down
+    return m.hidden + kv + m.hidden + m.hidden + mlp  # q, k and v, attention output, o_proj, MLP
+
+
 def activation_bytes_per_layer(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1,
-                               recompute: str = "none", attention: str = "eager") -> float:
+                               recompute: str = "none", attention: str = "flash") -> float:
     """Activations one transformer layer keeps for backward, 16-bit, with sequence parallelism when tp > 1.
 
-    Korthikanti et al. 2022, Table 2: none s*b*h*(34 + 5as/h)/t; selective 34*s*b*h/t; full 2*s*b*h/t
-    (only the layer input). Offloading moves even that input to host memory. With attention="flash" the
-    scores are never stored, so "none" keeps 34*s*b*h/t, as much as "selective" does with eager attention.
+    - "none": Korthikanti et al. 2022, Table 2, s*b*h*(34 + 5as/h)/t. The 5as/h term is the a x s x s scores,
+      softmax and dropout that eager attention keeps; a fused kernel (attention="flash": FlashAttention,
+      PyTorch SDPA) recomputes them in its backward, so it keeps 34*s*b*h/t. (That recomputation of the
+      attention core is what Korthikanti et al. call "selective"; under a fused kernel it comes for free.)
+    - "selective": the engine's op-level policy (fmlab.parallel.activations, torchtitan's): keep the layer's
+      input and the outputs of its matrix multiplies and attention kernel, recompute the element-wise ops
+      (norms, activations, residual adds, dropout): 2*s*b*(h + saved_matmul_width)/t.
+    - "full": only the layer input, 2*s*b*h/t; "offload" moves even that input to host memory.
     """
     if attention not in ATTENTION_CHOICES:
         raise PlanError(f"attention must be one of {', '.join(ATTENTION_CHOICES)}, not {attention!r}")
@@ -123,14 +140,15 @@ def activation_bytes_per_layer(m: ModelPreset, micro_batch: int, seq_len: int, t
         scores = 5 * a * s / h if attention == "eager" else 0.0
         return s * b * h * (34 + scores) / tp
     if recompute == "selective":
-        return 34 * s * b * h / tp
+        scores = 5 * a * s / h if attention == "eager" else 0.0  # eager attention's scores are matmul outputs too
+        return s * b * (2 * (h + saved_matmul_width(m)) + h * scores) / tp
     if recompute in ("full", "offload"):
         return 2 * s * b * h / tp
     raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, not {recompute!r}")
 
 
 def activation_bytes(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1, recompute: str = "none",
-                     offload_horizon: int = 2, attention: str = "eager") -> dict[str, float]:
+                     offload_horizon: int = 2, attention: str = "flash") -> dict[str, float]:
     """Activation memory on the busiest device (the first pipeline stage, which holds p micro-batches of
     L/p layers under 1F1B: the same as L layers of one micro-batch)."""
     per_layer = activation_bytes_per_layer(m, micro_batch, seq_len, tp, recompute, attention)
@@ -140,9 +158,7 @@ def activation_bytes(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1
     else:
         stored = per_layer * m.layers
     # While a recomputed layer runs its backward, its full activations exist for that one layer.
-    working = full_layer if recompute in ("full", "offload") else 0.0
-    if recompute == "selective" and attention == "eager":
-        working = 5 * m.heads * seq_len * seq_len * micro_batch / tp  # one layer's recomputed scores
+    working = full_layer if recompute in ("full", "offload", "selective") else 0.0
     logits = 4 * seq_len * micro_batch * m.vocab / tp  # fp32 logits for the cross-entropy
     return {"stored": stored, "working": working, "logits": logits}
 
@@ -158,7 +174,8 @@ class TrainingPlan:
     instance: str
     instances: int
     devices: int
-    mfu: float
+    mfu: float  # model FLOPs / (time x peak): lower than hfu when recomputation re-runs the forward
+    hfu: float  # hardware FLOPs / (time x peak): what the devices sustain, the planner's `mfu` input
     days: float
     cost_usd: float
     layout: dict
@@ -193,7 +210,7 @@ def checkpoint_gb(params: float) -> dict:
 
 
 def memory_per_device(m: ModelPreset, layout: Layout, micro_batch: int = 1, seq_len: int | None = None,
-                      recompute: str = "none", offload_horizon: int = 2, attention: str = "eager") -> dict[str, float]:
+                      recompute: str = "none", offload_horizon: int = 2, attention: str = "flash") -> dict[str, float]:
     """Bytes on one device, by part: weights, gradients, optimizer, activations (stored, working, logits)."""
     seq_len = seq_len or m.seq_len
     states = model_state_bytes(compute.param_count(m), layout)
@@ -204,21 +221,27 @@ def memory_per_device(m: ModelPreset, layout: Layout, micro_batch: int = 1, seq_
 def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
               mfu: float = 0.4, sharding: str = "none", tp: int = 1, pp: int = 1, micro_batch: int = 1,
               seq_len: int | None = None, recompute: str = "none", suggest: bool = True,
-              attention: str = "eager") -> TrainingPlan:
+              attention: str = "flash") -> TrainingPlan:
     """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big."""
     m = catalog.model(model) if isinstance(model, str) else model
     inst = catalog.instance(instance) if isinstance(instance, str) else instance
-    if instances < 1:
-        raise PlanError(f"instance count must be at least 1, got {instances}")
+    for name, value in (("instances", instances), ("tp", tp), ("pp", pp), ("micro_batch", micro_batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PlanError(f"{name} must be a whole number of at least 1, got {value!r}")
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
+        raise PlanError(f"seq_len must be a whole number of tokens of at least 1 (or None: the preset's "
+                        f"{m.seq_len}), got {seq_len!r}")
+    if recompute not in RECOMPUTE_CHOICES:
+        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, not {recompute!r}")
     layout = Layout(instances * inst.accelerators, tp, pp, sharding).check(m)
     seq_len = seq_len or m.seq_len
-    run = compute.estimate_run(m, tokens, inst, instances, mfu)
+    run = compute.estimate_run(m, tokens, inst, instances, mfu, recompute)
     parts = memory_per_device(m, layout, micro_batch, seq_len, recompute, attention=attention)
     total_gb = sum(parts.values()) / GB
     usable = inst.device_memory_gb * USABLE_FRACTION
     plan = TrainingPlan(
         model=m.name, params=run.params, tokens=tokens, train_flops=run.train_flops, instance=inst.name,
-        instances=instances, devices=run.devices, mfu=mfu, days=run.days, cost_usd=run.cost_usd,
+        instances=instances, devices=run.devices, mfu=run.mfu, hfu=run.hfu, days=run.days, cost_usd=run.cost_usd,
         layout={"world": layout.world, "tp": tp, "pp": pp, "dp": layout.dp, "sharding": sharding,
                 "shard_degree": layout.shard_degree},
         micro_batch=micro_batch, seq_len=seq_len, recompute=recompute, memory_gb_per_device=total_gb,
@@ -281,12 +304,6 @@ def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int,
             f"instances: use a larger-memory instance or tensor/pipeline parallelism"]
 
 
-# Relative cost of each recomputation choice in FLOPs: full recomputation runs the forward pass again (one
-# forward = a third of forward + backward); selective recomputes only the attention core, a few percent for
-# these shapes (Korthikanti et al. 2022, section 5); offloading recomputes like full and copies to the host.
-RECOMPUTE_EXTRA_FLOPS = {"none": 0.0, "selective": 0.05, "full": 1 / 3, "offload": 1 / 3}
-
-
 def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
                shardings=("full", "hybrid:8", "hybrid:16", "hybrid:32", "hybrid:64"), tps=(1, 2, 4, 8),
                recomputes=RECOMPUTE_CHOICES, micro_batch: int = 1, attention: str = "flash",
@@ -310,7 +327,7 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
                              + parts["optimizer"], "activations GB": sum(v for k, v in parts.items()
                                                                          if k.startswith("activations")),
                              "GB per device": p.memory_gb_per_device, "usable GB": p.usable_memory_gb,
-                             "fits": p.fits, "extra compute": RECOMPUTE_EXTRA_FLOPS[recompute]})
+                             "fits": p.fits, "extra compute": compute.recompute_overhead(m, recompute)})
     return rows
 
 
@@ -323,4 +340,5 @@ def choose(rows: list[dict]) -> dict:
     if not fitting:
         raise PlanError("no candidate layout fits: add instances, use a larger-memory instance, or allow "
                         "recomputation, offloading or tensor parallelism")
-    return min(fitting, key=lambda r: (r["extra compute"], r["tp"], r["shard degree"]))
+    return min(fitting, key=lambda r: (r["extra compute"], RECOMPUTE_CHOICES.index(r["recompute"]), r["tp"],
+                                       r["shard degree"]))

@@ -75,6 +75,18 @@ def test_mpi_distribution_uses_the_sdk_mpi_driver():
         "pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker")
 
 
+def test_mpi_on_two_instances_asks_mpirun_for_every_rank_placed_per_node():
+    """SDK v3 passes process_count_per_node as mpirun's -np (a total in Open MPI): fmlab asks for all 16 ranks
+    of 2 x p4d and places 8 per node, ahead of the learner's own options."""
+    spec = JobSpec("smddp", instance_type="ml.p4d.24xlarge", instance_count=2, processes_per_host=8,
+                   distribution="mpi", role=ROLE, mpi_options=["-x", "NCCL_DEBUG=INFO"])
+    captured = capture_request(spec, backend="sagemaker")
+    drivers = next(c for c in captured.request["InputDataConfig"] if c["ChannelName"] == "sm_drivers")
+    config = json.loads(captured.uploads[f"{drivers['DataSource']['S3DataSource']['S3Uri']}/distributed.json"])
+    assert config["process_count_per_node"] == 16
+    assert config["mpi_additional_options"] == ["--map-by", "ppr:8:node", "-x", "NCCL_DEBUG=INFO"]
+
+
 def test_bad_fields_in_a_request_are_each_named(smp_request):
     broken = json.loads(json.dumps(smp_request.request))
     broken["TrainingJobName"] = "x" * 64

@@ -58,5 +58,13 @@ def test_the_sdk_drivers_build_torchrun_and_mpirun_commands():
     mpirun = smddp.sagemaker_command(MPI(process_count_per_node=8), "ml.p4d.24xlarge", 2, hps)
     assert mpirun[0] == "mpirun" and "algo-1:8,algo-2:8" in mpirun and "FI_PROVIDER=efa" in mpirun
     assert mpirun[mpirun.index("-m") + 1] == "mpi4py" and mpirun[-1] == "smddp"
+    # Open MPI's -np is the total: the SDK's command starts 8 ranks, all on algo-1, for 16 GPUs
+    assert mpirun[mpirun.index("-np") + 1] == "8"
+    assert smddp.mpirun_ranks(mpirun) == {"total": 8, "per_host": {"algo-1": 8, "algo-2": 0}}
+    fixed = smddp.sagemaker_command(MPI(**smddp.mpi_launch(8, 2)), "ml.p4d.24xlarge", 2, hps)
+    assert smddp.mpirun_ranks(fixed) == {"total": 16, "per_host": {"algo-1": 8, "algo-2": 8}}
+    assert smddp.mpi_launch(8, 1) == {"process_count_per_node": 8, "mpi_additional_options": []}
+    with pytest.raises(ValueError, match="does not fit the hosts' slots"):
+        smddp.mpirun_ranks(["mpirun", "--host", "a:2,b:2", "-np", "6"])
     with pytest.raises(ValueError, match="Torchrun or MPI"):
         smddp.sagemaker_command(object(), "ml.p4d.24xlarge", 2, hps)

@@ -35,3 +35,5 @@ def test_data_parallel_notebook(run_notebook):
                                   "16 x ml.p4d.24xlarge (allreduce)": True, "8 x ml.p4de.24xlarge (allgather)": True}
     assert rec["smddp_available_here"] is False
     assert (rec["torchrun_command"], rec["mpirun_command"]) == ("torchrun", "mpirun")
+    assert rec["mpirun_ranks_sdk"] == 8  # SDK v3's -np: 8 ranks for 2 x 8 GPUs
+    assert rec["mpirun_ranks_fixed"] == {"algo-1": 8, "algo-2": 8}

@@ -83,6 +83,8 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
     from sagemaker.train import ModelTrainer
     from sagemaker.train.distributed import MPI, SMP, Torchrun
 
+    from fmlab.parallel.smddp import mpi_launch
+    from fmlab.plan import catalog
     from fmlab.train.log import METRIC_DEFINITIONS, VALIDATION_METRIC_DEFINITIONS
 
     distributed = None
@@ -91,8 +93,12 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
     elif spec.distribution == "smp":
         distributed = Torchrun(process_count_per_node=spec.processes_per_host, smp=SMP(**spec.smp))
     elif spec.distribution == "mpi":
-        distributed = MPI(process_count_per_node=spec.processes_per_host,
-                          mpi_additional_options=list(spec.mpi_options) or None)
+        # SDK v3 passes process_count_per_node as mpirun's -np, a total: ask for every rank of the job and
+        # place them per instance (fmlab.parallel.smddp.mpi_launch explains).
+        known = catalog.INSTANCES.get(spec.instance_type)
+        launch = mpi_launch(spec.processes_per_host or (known.processes if known else 1), spec.instance_count)
+        distributed = MPI(process_count_per_node=launch["process_count_per_node"],
+                          mpi_additional_options=launch["mpi_additional_options"] + list(spec.mpi_options) or None)
     compute = Compute(instance_type=spec.instance_type, instance_count=spec.instance_count,
                       volume_size_in_gb=spec.volume_gb, keep_alive_period_in_seconds=spec.keep_alive_seconds or None,
                       enable_managed_spot_training=spec.spot or None)

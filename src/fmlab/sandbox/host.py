@@ -73,6 +73,7 @@ class Launch:
     processes_per_host: int | None = None  # as requested (None: one per device)
     smp: dict = field(default_factory=dict)
     requirements: str | None = None
+    mpi_options: list[str] = field(default_factory=list)  # MPI(mpi_additional_options=...), mpirun's own
 
 
 def read_launch(drivers_dir: Path) -> Launch:
@@ -87,7 +88,8 @@ def read_launch(drivers_dir: Path) -> Launch:
     found = re.search(r"distributed_drivers/(\w+)\.py", script)
     driver = {"torchrun_driver": "torchrun", "mpi_driver": "mpi"}.get(found.group(1), "basic") if found else "basic"
     return Launch(driver, source.get("entry_script") or "", distributed.get("process_count_per_node"),
-                  distributed.get("smp") or {}, source.get("requirements"))
+                  distributed.get("smp") or {}, source.get("requirements"),
+                  list(distributed.get("mpi_additional_options") or []))
 
 
 @dataclass

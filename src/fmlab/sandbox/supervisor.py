@@ -121,6 +121,8 @@ class Supervisor:
             inst = catalog.INSTANCES.get(self.instance_type)
             devices = inst.processes if inst else 1
             wanted = launch.processes_per_host or devices
+            if launch.driver == "mpi":
+                wanted = self.mpirun_per_host(wanted)
         slots = capacity()
         per_host = wanted
         if len(self.hosts) * wanted > slots:
@@ -128,6 +130,24 @@ class Supervisor:
             self.notice(f"the job asks for {len(self.hosts)} x {wanted} processes; this machine runs {slots} at "
                         f"once, so each host runs {per_host} (world size {len(self.hosts) * per_host})")
         return per_host, min(len(self.hosts) * per_host, slots)
+
+    def mpirun_per_host(self, count: int) -> int:
+        """The ranks per host that SDK v3's mpirun command would start. Its driver writes `--host h:N,...`
+        and `-np N` with N = process_count_per_node, and Open MPI's -np is the total: on several hosts that
+        leaves all but the first idle, which the sandbox refuses to imitate silently."""
+        from fmlab.parallel.smddp import mpirun_ranks
+
+        command = ["mpirun", "--host", ",".join(f"{h}:{count}" for h in self.hosts_names), "-np", str(count),
+                   *self.launch.mpi_options]
+        placed = mpirun_ranks(command)["per_host"]
+        if len(set(placed.values())) > 1:
+            where = ", ".join(f"{h}: {n}" for h, n in placed.items())
+            raise ValueError(
+                f"mpirun would start {count} ranks in all ({where}), not {count} per instance: SDK v3 passes "
+                f"process_count_per_node to mpirun as -np, which Open MPI reads as the total. On SageMaker the "
+                f"job would run on part of its GPUs. Ask for every rank and place them per node: "
+                f"MPI(**fmlab.parallel.smddp.mpi_launch({count}, {len(self.hosts_names)}))")
+        return next(iter(placed.values()))
 
     def run(self) -> None:
         self.status["Sandbox"]["SupervisorPid"] = os.getpid()

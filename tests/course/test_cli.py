@@ -82,3 +82,14 @@ def test_train_subcommand_forwards_to_the_entry_point(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["train", "--help"])
     assert stop.value.code == 0 and "--max" in capsys.readouterr().out
+
+
+def test_every_train_flag_has_a_description():
+    """`fmlab train --help` lists each flag with what it does, taken from TrainConfig's field comments."""
+    from fmlab.train.config import _FIELDS, _parser, field_help
+
+    described = field_help()
+    assert sorted(described) == sorted(_FIELDS)
+    assert described["collective_timeout"].startswith("seconds a collective may wait")
+    helps = {a.dest: a.help for a in _parser()._actions if a.dest in _FIELDS}
+    assert all(len(h.split("(default:")[0].strip()) > 10 for h in helps.values()), helps

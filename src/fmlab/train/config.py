@@ -40,7 +40,7 @@ class TrainConfig:
     max_steps: int = 20  # optimizer steps of the whole run (a resumed run continues to this)
     lr: float = 3e-3  # peak learning rate
     warmup_steps: int = 5  # linear warm-up, then cosine decay to min_lr_ratio * lr
-    min_lr_ratio: float = 0.1
+    min_lr_ratio: float = 0.1  # the cosine decay ends at this fraction of lr
     weight_decay: float = 0.1  # AdamW, on matrices only (not norms or biases)
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 turns it off
     seed: int = 0  # model initialisation and data order
@@ -67,11 +67,11 @@ class TrainConfig:
     eval_every: int = 0  # steps between evaluations; 0: at the end of the run only
     # the parallel layout (fmlab.parallel.ParallelConfig)
     sharding: str = "none"  # none (DDP when world > 1) | full (FSDP) | hybrid
-    hybrid_shard_degree: int = 0
-    tp: int = 1
+    hybrid_shard_degree: int = 0  # with sharding hybrid: ranks per shard group (0: one node's devices)
+    tp: int = 1  # tensor-parallel degree
     activation_checkpointing: str = "none"  # none | full | selective
-    activation_offloading: bool = False
-    offload_horizon: int = 2
+    activation_offloading: bool = False  # move what each layer keeps for backward to host memory
+    offload_horizon: int = 2  # layers whose activations are fetched back ahead of the backward pass
     mixed_precision: str = "auto"  # auto | bf16 | fp32
     backend: str = "auto"  # auto | gloo | nccl | smddp
     mp_parameters: str = ""  # SMP v2 settings as JSON; when given they set the layout
@@ -121,17 +121,39 @@ def _convert(name: str, value):
         raise TrainConfigError(f"--{name.replace('_', '-')} expects a {kind.__name__}, got {value!r}") from None
 
 
+def field_help() -> dict[str, str]:
+    """Each TrainConfig field's one-line description: the comment that follows it in this file's source."""
+    import inspect
+    import io
+    import tokenize
+
+    out: dict[str, str] = {}
+    line_of: dict[int, str] = {}
+    source = inspect.getsource(TrainConfig)
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            line_of[tok.start[0]] = tok.string.lstrip("#").strip()
+    for number, text in enumerate(source.splitlines(), start=1):
+        name = text.strip().split(":", 1)[0]
+        if name in _FIELDS and number in line_of:
+            out[name] = line_of[number]
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fmlab.train", description="fmlab's training entry point",
+    p = argparse.ArgumentParser(prog="fmlab.train", description="fmlab's training entry point. Every flag is also "
+                                "a SageMaker hyperparameter; --max-steps and --max_steps both work.",
                                 allow_abbrev=False)  # an unknown --max must not be taken for --max-steps
+    described = field_help()
     for name, f in _FIELDS.items():
         flags = sorted({f"--{name.replace('_', '-')}", f"--{name}"})
+        text = described.get(name, "").replace("%", "%%")
         if isinstance(f.default, bool):
             p.add_argument(*flags, dest=name, nargs="?", const="true", default=None, type=str, metavar="BOOL",
-                           help=f"default: {f.default}")
+                           help=f"{text} (default: {f.default})")
         else:
             p.add_argument(*flags, dest=name, default=None, type=str, metavar=type(f.default).__name__.upper(),
-                           help=f"default: {f.default!r}")
+                           help=f"{text} (default: {f.default!r})")
     return p
 
 

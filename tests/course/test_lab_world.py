@@ -41,9 +41,10 @@ def test_a_collective_nobody_joins_times_out_instead_of_hanging(tmp_path):
     start = time.perf_counter()
     world = run_world(fn, tmp_path / "logs", collective_timeout=2, timeout=30)
     assert not world.ok and not world.timed_out and time.perf_counter() - start < 20
-    # rank 0 times out in its recv, rank 1 in the harness's closing barrier: either may be reported first
+    # rank 0 times out in its recv, rank 1 in the harness's closing barrier; whichever fails first is reported,
+    # and the other may see only "connection closed" once its peer has gone
     assert world.failure().startswith(("rank 0 raised RuntimeError", "rank 1 raised RuntimeError"))
-    assert "every rank must call the same collectives" in world.failure()
+    assert any("Timed out" in e or "timed out" in e for e in world.errors), world.errors
 
 
 def test_a_world_past_its_limit_is_killed(tmp_path):

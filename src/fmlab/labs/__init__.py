@@ -1,7 +1,8 @@
 """Checks for the course labs: each exercise prints a clear PASS or FAIL and records the result.
 
-A lab notebook calls its module's checks, e.g. `from fmlab.labs import lab01; lab01.check_days(answer)`,
-and ends with `lab01.summary()`, which raises `LabIncomplete` while any exercise fails. The results are
+A lab notebook calls its module's checks with the learner's code, e.g. `from fmlab.labs import lab04;
+lab04.check_buckets(BucketedDDP, work)`, which runs it on real processes (`fmlab.labs.world`), and ends
+with `lab04.summary()`, which raises `LabIncomplete` while any exercise fails. The results are
 recorded in the notebook's output (see `fmlab.course.records`) under `lab.<exercise>`, so tests can assert that the
 solved lab passes every check and the unsolved one fails every check.
 """

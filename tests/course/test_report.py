@@ -8,6 +8,8 @@ a temporary folder, and `fmlab course --only 01_when_to_pretrain` runs the real 
 
 from __future__ import annotations
 
+import os
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -17,7 +19,13 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from fmlab.cli import main
 from fmlab.course.records import read_records
-from fmlab.course.report import format_value, results_from_folder, write_report
+from fmlab.course.report import (
+    ASSETS_FOLDER,
+    format_value,
+    render_notebook,
+    results_from_folder,
+    write_report,
+)
 from fmlab.course.run import run_course
 
 pytestmark = pytest.mark.notebook
@@ -29,7 +37,7 @@ def _notebook(path: Path, *sources: str) -> None:
     nb = new_notebook(metadata={"kernelspec": KERNELSPEC})
     params = new_code_cell("scale = 1.0")
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [new_markdown_cell("# fixture"), params] + [new_code_cell(s) for s in sources]
+    nb.cells = [new_markdown_cell("# fixture with math: $e^{i\\pi} + 1 = 0$"), params] + [new_code_cell(s) for s in sources]
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
 
@@ -104,6 +112,61 @@ def test_report_has_status_seconds_figures_and_links(tiny_course):
     assert "ValueError: boom in the lab" in rows["lab_01_tiny.ipynb"]["cells"][0]
     assert "hello from the tiny course" in (root / "build" / "executed" / "notebooks" / "01_tiny.html").read_text()
     assert "1/2 ok" in report.read_text()
+
+
+class _Loads(HTMLParser):
+    """What a page loads: the src of <script>, <img>, <iframe> and the href of <link>."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "img", "iframe") and attrs.get("src"):
+            self.loads.append(attrs["src"])
+        elif tag == "link" and attrs.get("href"):
+            self.loads.append(attrs["href"])
+
+
+def _loads(page: Path) -> list[str]:
+    parser = _Loads()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.loads
+
+
+REMOTE = re.compile(r"^(https?:)?//")
+
+
+def test_the_report_and_its_notebook_pages_load_nothing_from_the_network(tiny_course):
+    root, results, report = tiny_course
+    pages = [report] + [r.output.with_suffix(".html") for r in results]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]+src=[\"']?(https?:)?//", text), f"{page.name} loads a remote script"
+        assert not re.search(r"<link[^>]+href=[\"']?(https?:)?//", text), f"{page.name} loads a remote stylesheet"
+        assert not re.search(r"import[^;]+from\s+[\"']https?://", text), f"{page.name} imports a remote module"
+        for url in _loads(page):
+            assert not REMOTE.match(url), f"{page.name} loads {url}"
+            assert (page.parent / url).is_file(), f"{page.name} loads {url}, which is not there"
+    notebook_page = results[0].output.with_suffix(".html").read_text(encoding="utf-8")
+    assert "cdnjs" not in notebook_page and "MathJax" not in notebook_page and "require.min.js" not in notebook_page
+    assert "$e^{i\\pi} + 1 = 0$" in notebook_page  # the TeX is there for KaTeX to typeset
+    katex = report.parent / ASSETS_FOLDER / "katex" / "dist" / "katex.min.js"
+    if katex.is_file():  # vendored (the pinned tarball could be had): the page loads it, relative to itself
+        page = results[0].output.with_suffix(".html")
+        assert os.path.relpath(katex, page.parent).replace(os.sep, "/") in _loads(page)
+    elif os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail("KaTeX could not be vendored for the report under CI (npm pack katex, or build/vendor/)")
+
+
+def test_without_katex_the_page_is_still_offline(tiny_course, tmp_path):
+    _, results, _ = tiny_course
+    copy = tmp_path / "copy.ipynb"
+    copy.write_bytes(results[0].output.read_bytes())
+    page = render_notebook(copy, katex=None)
+    assert [u for u in _loads(page) if REMOTE.match(u)] == []
+    assert "katex" not in page.read_text(encoding="utf-8")
 
 
 def test_report_can_be_rebuilt_from_the_executed_notebooks(tiny_course):

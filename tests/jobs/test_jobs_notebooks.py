@@ -1,8 +1,8 @@
 """Notebooks 00 (backend and local bucket) and 03 (parallel jobs, warm pools) and lab 03 under papermill.
 
-Notebook 03 runs its 4-job sweep of the real training script in the sandbox (2 CPU slots); the records it
-leaves are asserted: the SageMaker request it would send, the jobs' outcomes and concurrency, the cost and
-quota figures.
+Notebook 03 runs its sweep of the real training script in the sandbox (2 CPU slots): 4 learning rates x 2
+seeds = 8 jobs; the records it leaves are asserted: the SageMaker request it would send, the jobs' outcomes and
+concurrency, the learning-rate verdict against the noise measured between seeds, the cost and quota figures.
 """
 
 import pytest
@@ -10,10 +10,10 @@ import pytest
 pytestmark = pytest.mark.notebook
 
 
-def test_parallel_jobs_notebook_sweeps_four_learning_rates(run_notebook, local_env):
+def test_parallel_jobs_notebook_sweeps_four_learning_rates_with_two_seeds(run_notebook, local_env):
     lrs = [1e-3, 3e-3, 1e-2, 3e-2]
     r = run_notebook("notebooks/03_parallel_jobs_and_warm_pools.ipynb", backend="local", learning_rates=lrs,
-                     max_steps=6, keep_alive_seconds=900)
+                     seeds=[0, 1], max_steps=6, keep_alive_seconds=900)
     assert r.ok, r.error
     rec = r.records
     # The request it would send to SageMaker: valid, and what the notebook asked for.
@@ -22,16 +22,26 @@ def test_parallel_jobs_notebook_sweeps_four_learning_rates(run_notebook, local_e
                                         "KeepAlivePeriodInSeconds": 900}
     assert rec["request_channels"] == ["code", "sm_drivers", "train"]
     assert rec["request_hyperparameters"]["lr"] == "0.001" and rec["request_hyperparameters"]["max_steps"] == "6"
-    # The sweep: four jobs, all completed, never more than the 2 slots at once.
-    assert rec["statuses"] == ["Completed"] * 4
+    # The sweep: 4 learning rates x 2 seeds = 8 jobs, all completed, never more than the 2 slots at once.
+    assert rec["statuses"] == ["Completed"] * 8
     assert 1 <= rec["peak_concurrency"] <= 2
-    losses = rec["final_losses"]
+    losses = rec["final_losses"]  # mean over the seeds of each run's last-steps loss
     assert set(losses) == {str(lr) for lr in lrs}
     assert all(4.0 < v < 6.3 for v in losses.values())  # below ln(512) = 6.24 after a few steps
     assert losses["0.001"] > min(losses.values())  # the smallest learning rate learns slowest in 6 steps
-    assert rec["best_lr"] in lrs
+    # A winner only when the gap between the two lowest means beats the noise measured between the seeds.
+    assert rec["best_lr"] in lrs and losses[str(rec["best_lr"])] == min(losses.values())
+    assert rec["lr_noise"] > 0  # two seeds never give the same loss
+    assert rec["lr_margin"] == pytest.approx(2 * rec["lr_noise"], abs=2e-4)  # 2 sigma sqrt(2/n), n = 2 seeds
+    ranked = sorted(losses.values())
+    assert rec["lr_gap"] == pytest.approx(ranked[1] - ranked[0], abs=2e-4)
+    assert rec["best_lr"] in rec["lr_candidates"] and set(rec["lr_candidates"]) <= set(lrs)
+    if rec["lr_gap"] > rec["lr_margin"]:
+        assert rec["lr_verdict"] == f"{rec['best_lr']:g}" and rec["lr_candidates"] == [rec["best_lr"]]
+    else:
+        assert rec["lr_verdict"] == "inconclusive" and len(rec["lr_candidates"]) >= 2
     assert {"model", "output", "log"} <= set(rec["artifacts"])
-    assert len(rec["startup_seconds"]) == 4 and all(s > 0 for s in rec["startup_seconds"])
+    assert len(rec["startup_seconds"]) == 8 and all(s > 0 for s in rec["startup_seconds"])
     # Warm pools, launchers, quotas.
     assert rec["warm_pool_cost_usd"] == pytest.approx(1.408 * 900 / 3600, rel=1e-3)
     assert rec["launchers"]["smp"]["driver"] == "torchrun_driver.py"

@@ -20,6 +20,13 @@ def test_data_parallel_notebook(run_notebook):
     params = compute.param_count(catalog.model("llama2-7b"))  # 6.74B (Touvron et al. 2023)
     assert rec["ring_gb_64"] == pytest.approx(2 * 63 / 64 * params * 2 / 1e9, abs=0.01)
     assert rec["ps_gb_64"] == pytest.approx(64 * params * 2 / 1e9, abs=0.1)
+    assert rec["ring_steps_64"] == 126  # 2(W-1) sequential steps: 63 reduce-scatter + 63 all-gather
+    # Herring on 8 x p4d: shards on the instances' CPUs put 2(I-1)/I of the buffer on each EFA link, as a ring
+    # among the 8 instances would; each shard carries I x S / N = S; separate server machines halve it to S.
+    assert rec["herring_instance_gb_8"] == pytest.approx(2 * 7 / 8 * params * 2 / 1e9, abs=0.01)
+    assert rec["herring_shard_gb_8"] == pytest.approx(params * 2 / 1e9, abs=0.01)
+    assert rec["herring_apart_gb_8"] == pytest.approx(params * 2 / 1e9, abs=0.01)
+    assert rec["herring_instance_gb_8"] < rec["ring_gb_64"] < 2 * rec["herring_apart_gb_8"]
     # DDP on 2 processes = 1 process on the concatenated batch, up to float32 summation order
     assert rec["grad_tensors"] == 21
     assert rec["grad_max_abs_diff"] < 1e-6 and rec["grad_rel_diff"] < 1e-5

@@ -5,8 +5,11 @@
     render_svg("gpt30b_memory", "build/slides/figures/gpt30b_memory.svg")
 
 `FIGURES` maps a name to a function that takes no argument and returns a `matplotlib.figure.Figure`; each
-function's docstring says what it shows. Every figure is computed from `fmlab.plan` (and the arithmetic of
-`fmlab.parallel.scaling`) only: fast, deterministic, no training, no network. Module 8's two figures,
+function's docstring says what it shows. Every figure is computed from the package's own functions, never from
+numbers typed here: `fmlab.plan` (memory per layout, the phased plan, reliability), the arithmetic of
+`fmlab.parallel.scaling` and `fmlab.parallel.traffic` (hybrid traffic, pipeline bubbles, parameter server against
+ring all-reduce and Herring), and, for `lr_sweep` only, a few seconds of real training of the tiny model with
+`fmlab.train` (the notebook 03 sweep, deterministic on a CPU). No network. Module 8's two figures,
 `job_mtbf` and `checkpoint_interval`, come from `fmlab.plan.reliability` (the latter drawn by
 `fmlab.course.plots.wasted_time_vs_interval`, the notebook's plot, on the figure's axes). To add one, write the function
 here and register it in FIGURES; `python -m fmlab slides` draws the figures the decks reference.
@@ -17,6 +20,7 @@ same figure gives the same bytes on every build.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,6 +54,28 @@ S3_GB_PER_S_PER_NODE = 1.25  # each node reads from S3 at 10 Gbit/s
 KEEP_CHECKPOINTS = 3  # keep-last-N: what a restart copies back to every instance
 MTBF_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
+# Module 1: the notebook's memory-per-layout figure (notebooks/01_when_to_pretrain.ipynb, the same layouts)
+LAYOUT_MEMORY: tuple[tuple[str, dict], ...] = (
+    ("DDP", {"sharding": "none"}),
+    ("ZeRO-1", {"sharding": "zero1"}),
+    ("ZeRO-2", {"sharding": "zero2"}),
+    ("FSDP full", {"sharding": "full"}),
+    ("FSDP full\n+ recompute", {"sharding": "full", "recompute": "full"}),
+    ("hybrid:8\n+ recompute", {"sharding": "hybrid:8", "recompute": "full"}),
+    ("TP 8 + recompute", {"tp": 8, "recompute": "full"}),
+)
+# Module 2: models whose Chinchilla-optimal data the deck sizes
+DATA_MODELS = ("tiny", "llama2-7b", "gpt-30b", "llama2-70b")
+# Module 3: the notebook 03 sweep (its default parameters): tiny model, 30 steps, 4 learning rates x 2 seeds
+SWEEP_LRS, SWEEP_SEEDS, SWEEP_STEPS = (1e-3, 3e-3, 1e-2, 3e-2), (0, 1), 30
+SWEEP_CONFIG = {"micro_batch": 8, "warmup_steps": 3}  # notebook 03's JobSpec hyperparameters
+# Module 4: data-parallel traffic of llama2-7b's bf16 gradients on p4d instances (notebook 04, section 2)
+DP_MODEL, DP_BYTES_PER_VALUE = "llama2-7b", 2
+DP_INSTANCE_COUNTS = (2, 4, 8, 16, 32, 64)
+# Module 6: the notebook's pipeline (notebooks/06_tensor_parallel.ipynb parameters)
+PIPELINE_STAGES, PIPELINE_MICROBATCHES = 6, 4
+BUBBLE_MICROBATCHES = (1, 2, 4, 8, 16, 32, 64)
+
 _PARTS = (  # (legend label, keys of TrainingPlan.memory_breakdown_gb, colour)
     ("weights", ("weights",), "#4c72b0"),
     ("gradients", ("gradients",), "#55a868"),
@@ -70,6 +96,13 @@ def _usd(x: float) -> str:
     if x >= 1e3:
         return f"${x / 1e3:,.0f}k" if x >= 1e4 else f"${x / 1e3:.1f}k"
     return f"${x:,.0f}"
+
+
+def _si(x: float, unit: str = "") -> str:
+    """3.16e6 -> 3.2M, 1.35e11 -> 135B (with unit "B": 135 GB), 2.8e12 -> 2.8T (2.8 TB)."""
+    prefixes = ((1e12, "T"), (1e9, "G" if unit else "B"), (1e6, "M"), (1e3, "k"))
+    scale, prefix = next(((v, p) for v, p in prefixes if abs(x) >= v), (1.0, ""))
+    return f"{x / scale:.3g}{' ' if unit else ''}{prefix}{unit}"
 
 
 def gpt30b_plans(attention: str = ATTENTION) -> dict[str, TrainingPlan]:
@@ -303,7 +336,217 @@ def checkpoint_interval():
     return fig
 
 
+def layout_memory():
+    """Memory per device of gpt-30b on 16 x ml.p4d.24xlarge for seven layouts: notebook 01's figure.
+
+    fmlab.course.plots.memory_breakdown (the notebook's own plot) on fmlab.plan.layout.make_plan: DDP, ZeRO-1,
+    ZeRO-2, FSDP full sharding, FSDP with full recomputation, hybrid groups of 8 with recomputation and tensor
+    parallelism 8 with recomputation; stacked by weights, gradients, optimizer state and activations, with the
+    usable device memory dashed; a bar taller than three times the usable memory is cut and labelled.
+    """
+    from matplotlib.figure import Figure
+
+    from fmlab.course.plots import memory_breakdown
+
+    fig = Figure(figsize=(10, 4.6))
+    memory_breakdown(MODEL, INSTANCE, INSTANCES, dict(LAYOUT_MEMORY), ax=fig.subplots())
+    return fig
+
+
+def data_volume():
+    """Chinchilla-optimal training tokens, and the bytes of their packed token shards, for four models.
+
+    For tiny, llama2-7b, gpt-30b and llama2-70b: fmlab.plan.compute.chinchilla_tokens (about 20 tokens per
+    parameter, Hoffmann et al. 2022) of fmlab.plan.compute.param_count, and the bytes of those tokens stored as
+    uint16 or uint32 ids (fmlab.data.token_dtype of the model's vocabulary). Two bar charts on log scales.
+    """
+    from fmlab.data import token_dtype
+
+    params = [compute.param_count(catalog.model(name)) for name in DATA_MODELS]
+    tokens = [compute.chinchilla_tokens(p) for p in params]
+    dtypes = [token_dtype(catalog.model(name).vocab) for name in DATA_MODELS]
+    shard_bytes = [t * (2 if d == "uint16" else 4) for t, d in zip(tokens, dtypes, strict=True)]
+    fig = _figure(10, 4.0)
+    left, right = fig.subplots(1, 2)
+    names = [f"{n}\n{_si(p)} params" for n, p in zip(DATA_MODELS, params, strict=True)]
+    for ax, values, colour, text, ylabel in (
+            (left, tokens, "#4c72b0", _si, "training tokens (log scale)"),
+            (right, shard_bytes, "#dd8452", lambda v: _si(v, "B"), "bytes of packed token shards (log scale)")):
+        ax.bar(range(len(values)), values, 0.6, color=colour)
+        ax.set_yscale("log")
+        ax.set_ylim(min(values) / 3, max(values) * 6)
+        ax.set_xticks(range(len(values)), names, fontsize=8)
+        ax.set_ylabel(ylabel)
+        for i, v in enumerate(values):
+            ax.annotate(text(v), (i, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+    left.set_title("Chinchilla-optimal tokens (20 per parameter)", fontsize=10)
+    right.set_title(f"as token ids ({', '.join(sorted(set(dtypes)))})", fontsize=10)
+    return fig
+
+
+@functools.cache
+def sweep_losses() -> dict[tuple[float, int], dict[int, float]]:
+    """The notebook 03 sweep trained here, in this process: {(lr, seed): {step: loss}} of the tiny model.
+
+    fmlab.train.loop.train on the course dataset, SWEEP_STEPS steps per run with notebook 03's settings, on one
+    CPU thread as each sandbox job runs (about 10 s in all; a second call returns the same dict): the same
+    losses as the notebook's jobs (same data, seed and code)."""
+    import contextlib
+    import io
+    import tempfile
+
+    import torch
+
+    from fmlab.data import course_dataset
+    from fmlab.train.config import TrainConfig
+    from fmlab.train.loop import train
+
+    data = str(course_dataset(seq_len=TrainConfig.seq_len, vocab_size=catalog.model("tiny").vocab))
+    losses = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only contend (and a shared machine slows ten-fold)
+    try:
+        for lr in SWEEP_LRS:
+            for seed in SWEEP_SEEDS:
+                with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()):
+                    cfg = TrainConfig(data=data, max_steps=SWEEP_STEPS, lr=lr, seed=seed, log_every=1,
+                                      tensorboard=False, output_dir=out, **SWEEP_CONFIG)
+                    losses[(lr, seed)] = dict(train(cfg).losses)
+    finally:
+        torch.set_num_threads(threads)
+    return losses
+
+
+def lr_sweep():
+    """Training loss of the tiny model for 4 learning rates x 2 seeds, 30 steps each: notebook 03's sweep.
+
+    Trained at build time with fmlab.train (a few seconds on a CPU; sweep_losses). One colour per learning rate,
+    solid for seed 0 and dotted for seed 1; the shaded band on the right is the window the notebook scores (the
+    last sixth of the steps). The gap between seeds of one learning rate is the noise any "best" must beat.
+    """
+    losses = sweep_losses()
+    fig = _figure(9, 4.4)
+    ax = fig.subplots()
+    colours = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+    last = max(1, SWEEP_STEPS // 6)
+    ax.axvspan(SWEEP_STEPS - last + 0.5, SWEEP_STEPS + 0.5, color="grey", alpha=0.12,
+               label=f"scored window: last {last} steps")
+    for i, lr in enumerate(SWEEP_LRS):
+        for seed in SWEEP_SEEDS:
+            curve = losses[(lr, seed)]
+            ax.plot(list(curve), list(curve.values()), color=colours[i % len(colours)],
+                    linestyle="-" if seed == SWEEP_SEEDS[0] else ":", linewidth=1.4,
+                    label=f"lr = {lr:g}" if seed == SWEEP_SEEDS[0] else None)
+    ax.set_xlim(1, SWEEP_STEPS + 0.5)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss (nats per token)")
+    ax.set_title(f"Learning-rate sweep of the tiny model: {len(SWEEP_LRS)} learning rates x {len(SWEEP_SEEDS)} seeds "
+                 f"(solid: seed {SWEEP_SEEDS[0]}, dotted: seed {SWEEP_SEEDS[-1]}), {SWEEP_STEPS} steps", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def data_parallel_traffic():
+    """Bytes per training step on the busiest network link, and sequential network steps, against the cluster.
+
+    llama2-7b's bf16 gradients (fmlab.plan.compute.param_count) on 2 to 64 ml.p4d.24xlarge (8 GPUs each). Left,
+    GB per step from fmlab.parallel.traffic: one classic parameter server's link (parameter_server_bytes, every GPU
+    pulls the model), a ring all-reduce over all the GPUs (ring_allreduce_bytes: what one instance's EFA carries),
+    Herring as SMDDP runs it, server shards on the instances' CPUs (herring_bytes, colocated), and Herring with
+    the shards on separate CPU machines (herring_bytes, colocated=False). Right, sequential network steps per
+    reduction: the ring's 2(W-1) against Herring's 2 hops (ring_allreduce_steps, HerringTraffic.hops).
+    """
+    from fmlab.parallel import traffic
+
+    params = compute.param_count(catalog.model(DP_MODEL))
+    gpus = catalog.instance(INSTANCE).accelerators
+    counts = list(DP_INSTANCE_COUNTS)
+    workers = [n * gpus for n in counts]
+    b = DP_BYTES_PER_VALUE
+    lines = (
+        ("parameter server, 1 server (its link)", [traffic.parameter_server_bytes(params, b, w) for w in workers],
+         "o-", "#8172b3"),
+        ("ring all-reduce over all GPUs (one instance's EFA)", [traffic.ring_allreduce_bytes(params, b, w)
+                                                                for w in workers], "^-", "#c44e52"),
+        ("Herring / SMDDP: shards on the instances' CPUs", [traffic.herring_bytes(params, b, n).network_sent
+                                                            for n in counts], "s-", "#4c72b0"),
+        ("Herring, shards on separate CPU machines", [traffic.herring_bytes(params, b, n, colocated=False).network_sent
+                                                      for n in counts], "D--", "#55a868"),
+    )
+    fig = _figure(11, 4.4)
+    left, right = fig.subplots(1, 2, width_ratios=(1.6, 1))
+    for label, values, style, colour in lines:
+        left.plot(counts, [v / 1e9 for v in values], style, color=colour, label=label, markersize=5)
+    left.set_xscale("log", base=2)
+    left.set_yscale("log")
+    left.set_xticks(counts, [f"{n}\n({n * gpus} GPUs)" for n in counts], fontsize=8)
+    left.minorticks_off()
+    left.set_xlabel(f"{INSTANCE} instances")
+    left.set_ylabel("GB sent per step (decimal, log scale)")
+    left.set_title(f"{DP_MODEL}, bf16 gradients ({params * b / 1e9:.1f} GB): bytes on the busiest link", fontsize=10)
+    left.legend(fontsize=8, loc="center right")
+    ring_steps = [traffic.ring_allreduce_steps(w) for w in workers]
+    hops = [traffic.herring_bytes(params, b, n).hops for n in counts]
+    right.plot(counts, ring_steps, "^-", color="#c44e52", label="ring all-reduce: 2(W-1) steps")
+    right.plot(counts, hops, "s-", color="#4c72b0", label="Herring: 2 hops (to the server, back)")
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xticks(counts, [str(n) for n in counts], fontsize=8)
+    right.minorticks_off()
+    right.set_xlabel(f"{INSTANCE} instances")
+    right.set_ylabel("sequential network steps (log scale)")
+    right.set_title("latency: steps one reduction waits on", fontsize=10)
+    right.legend(fontsize=8, loc="center right")
+    return fig
+
+
+def pipeline_schedule():
+    """The GPipe schedule of 6 stages and 4 microbatches, and the pipeline bubble against the microbatches.
+
+    Top: every forward (F) and backward (B, twice a forward's time) slot of fmlab.parallel.scaling.gpipe_schedule,
+    one row per stage; the empty triangles are the bubble. Bottom: the bubble as a share of the compute time,
+    fmlab.parallel.scaling.bubble_fraction = (p - 1) / (v m), for 1 to 64 microbatches, plain (v = 1) and
+    interleaved with 2 chunks per GPU (v = 2) (Narayanan et al. 2021). Notebook 06's parameters.
+    """
+    from fmlab.parallel.scaling import bubble_fraction, gpipe_schedule
+
+    p, m = PIPELINE_STAGES, PIPELINE_MICROBATCHES
+    fig = _figure(10, 5.6)
+    top, bottom = fig.subplots(2, 1, height_ratios=(1.3, 1))
+    for slot in gpipe_schedule(p, m):
+        colour = "#4c72b0" if slot["kind"] == "F" else "#dd8452"
+        top.barh(slot["stage"], slot["length"], left=slot["start"], color=colour, edgecolor="white")
+        top.text(slot["start"] + slot["length"] / 2, slot["stage"], f"{slot['kind']}{slot['microbatch']}",
+                 ha="center", va="center", fontsize=7, color="white")
+    top.invert_yaxis()
+    top.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=8)
+    top.set_xlabel("time (one microbatch's forward on one stage = 1)")
+    top.set_title(f"GPipe schedule, {p} stages x {m} microbatches (F forward, B backward): bubble "
+                  f"{bubble_fraction(p, m):.0%} of the compute time", fontsize=10)
+    for v, style in ((1, "o-"), (2, "s--")):
+        values = [100 * bubble_fraction(p, k, v) for k in BUBBLE_MICROBATCHES]
+        bottom.plot(BUBBLE_MICROBATCHES, values, style, label="GPipe / 1F1B" if v == 1 else "interleaved, 2 chunks per GPU")
+        if v == 1:
+            for k, value in zip(BUBBLE_MICROBATCHES, values, strict=True):
+                bottom.annotate(f"{value:.0f}%", (k, value), ha="left", va="bottom", fontsize=8, xytext=(3, 2),
+                                textcoords="offset points")
+    bottom.set_xscale("log", base=2)
+    bottom.set_yscale("log")
+    bottom.set_xticks(BUBBLE_MICROBATCHES, [str(k) for k in BUBBLE_MICROBATCHES])
+    bottom.minorticks_off()
+    bottom.set_xlabel("microbatches per step (m)")
+    bottom.set_ylabel("bubble, % of compute (log)")
+    bottom.set_title(f"bubble with {p} stages: (p - 1) / (v m)", fontsize=10)
+    bottom.legend(fontsize=8)
+    return fig
+
+
 FIGURES: dict[str, Callable] = {
+    "layout_memory": layout_memory,
+    "data_volume": data_volume,
+    "lr_sweep": lr_sweep,
+    "data_parallel_traffic": data_parallel_traffic,
+    "pipeline_schedule": pipeline_schedule,
     "gpt30b_memory": gpt30b_memory,
     "gpt30b_ladder": gpt30b_ladder,
     "hybrid_traffic": hybrid_traffic,

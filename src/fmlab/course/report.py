@@ -6,6 +6,11 @@
 Each row gives the status, the seconds the notebook took, the key figures it recorded with
 `fmlab.course.records.record(name, value)` (days and cost from module 1, a speed-up from module 2, lab checks...),
 and a link to the executed notebook rendered as HTML by nbconvert (written beside the .ipynb).
+
+The pages work offline, like the slide decks: nbconvert's lab template is used with every block that loads a
+script from a CDN removed (require.js, MathJax, Mermaid, the widget manager; OFFLINE_TEMPLATE), and math is
+typeset by KaTeX, vendored from its pinned npm package (fmlab.course.vendor) into `report-assets/` beside the
+report. Without the KaTeX tarball (no npm, no network) the pages still render, with the TeX left as written.
 """
 
 from __future__ import annotations
@@ -24,14 +29,49 @@ from fmlab.course.run import NotebookResult
 from fmlab.environment import ROOT
 
 DEFAULT_REPORT = ROOT / "build" / "course-report.html"
+ASSETS_FOLDER = "report-assets"  # beside the report: report-assets/katex/...
+
+# nbconvert's lab template without the blocks that load scripts from a CDN (require.js, MathJax, Mermaid and the
+# widget manager), and KaTeX from a local folder instead of MathJax when `resources["fmlab_katex"]` names one.
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block html_head_js_mathjax -%}
+{%- if resources.fmlab_katex -%}
+<link rel="stylesheet" href="{{ resources.fmlab_katex }}/dist/katex.min.css">
+<script defer src="{{ resources.fmlab_katex }}/dist/katex.min.js"></script>
+<script defer src="{{ resources.fmlab_katex }}/dist/contrib/auto-render.min.js"
+  onload="renderMathInElement(document.body, {delimiters: [{left: '$$', right: '$$', display: true},
+  {left: '$', right: '$', display: false}, {left: '\\\\(', right: '\\\\)', display: false},
+  {left: '\\\\[', right: '\\\\]', display: true}], ignoredClasses: ['jp-OutputArea', 'jp-InputArea-editor'],
+  throwOnError: false});"></script>
+{%- endif -%}
+{%- endblock html_head_js_mathjax -%}
+"""
 
 
-def render_notebook(executed: Path) -> Path:
-    """executed/NN_x.ipynb -> executed/NN_x.html (nbconvert's lab template, outputs as the run left them)."""
+def vendor_katex(folder: Path) -> Path | None:
+    """KaTeX unpacked under folder/katex (fmlab.course.vendor's pin), or None when it cannot be had here."""
+    from fmlab.course.vendor import KATEX, VendorError, unpack
+
+    try:
+        return unpack(KATEX, folder)
+    except VendorError:
+        return None
+
+
+def render_notebook(executed: Path, katex: Path | None = None) -> Path:
+    """executed/NN_x.ipynb -> executed/NN_x.html: nbconvert's lab template, outputs as the run left them, nothing
+    loaded from the network; `katex` is the folder of a vendored KaTeX to typeset math (None: TeX left as is)."""
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter(template_name="lab").from_filename(str(executed))
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"fmlab_offline.html.j2": OFFLINE_TEMPLATE})],
+                            template_file="fmlab_offline.html.j2")
     page = executed.with_suffix(".html")
+    resources = {"fmlab_katex": os.path.relpath(katex, page.parent).replace(os.sep, "/") if katex else ""}
+    body, _ = exporter.from_filename(str(executed), resources=resources)
     page.write_text(body, encoding="utf-8")
     return page
 
@@ -85,11 +125,11 @@ def _kind(result: NotebookResult) -> str:
     return "lab" if result.source.name.startswith("lab_") else "notebook"
 
 
-def _row(result: NotebookResult, report_dir: Path) -> str:
+def _row(result: NotebookResult, report_dir: Path, katex: Path | None = None) -> str:
     page, problem = None, "no output"
     if result.output.exists():
         try:
-            page = render_notebook(result.output)
+            page = render_notebook(result.output, katex)
         except Exception as e:  # a half-written notebook must not stop the report
             problem = f"not rendered: {type(e).__name__}: {e}"
     link = (f'<a href="{html.escape(os.path.relpath(page, report_dir))}">executed</a>' if page
@@ -105,10 +145,12 @@ def _row(result: NotebookResult, report_dir: Path) -> str:
 
 
 def write_report(results: list[NotebookResult], path: Path | str = DEFAULT_REPORT) -> Path:
-    """Write the HTML report (and each executed notebook's HTML page); returns the report's path."""
+    """Write the HTML report (and each executed notebook's HTML page, offline: KaTeX in report-assets/ beside
+    the report); returns the report's path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = "\n".join(_row(r, path.parent.resolve()) for r in results)
+    katex = vendor_katex(path.parent / ASSETS_FOLDER) if any(r.output.exists() for r in results) else None
+    rows = "\n".join(_row(r, path.parent.resolve(), katex) for r in results)
     passed = sum(r.ok for r in results)
     summary = (f"{passed}/{len(results)} ok · {sum(r.seconds for r in results):.1f} s in all · "
                f"Python {platform.python_version()} on {platform.machine()} · "

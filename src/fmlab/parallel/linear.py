@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 
-class _CopyToParallelRegion(torch.autograd.Function):
+class CopyToParallelRegion(torch.autograd.Function):
     """f: every rank uses the same input; the input's gradient is the sum of the ranks' gradients."""
 
     @staticmethod
@@ -31,7 +31,7 @@ class _CopyToParallelRegion(torch.autograd.Function):
         return grad
 
 
-class _ReduceFromParallelRegion(torch.autograd.Function):
+class ReduceFromParallelRegion(torch.autograd.Function):
     """g: sum the ranks' partial outputs; the gradient reaches every rank unchanged."""
 
     @staticmethod
@@ -82,7 +82,7 @@ class ColumnParallelLinear(nn.Module):
         return cls(linear.weight.detach()[rows].clone(), bias, gather_output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(_CopyToParallelRegion.apply(x), self.weight, self.bias)
+        y = F.linear(CopyToParallelRegion.apply(x), self.weight, self.bias)
         return _GatherFromParallelRegion.apply(y) if self.gather_output else y
 
 
@@ -102,5 +102,5 @@ class RowParallelLinear(nn.Module):
         return cls(linear.weight.detach()[:, cols].clone(), bias)
 
     def forward(self, x_slice: torch.Tensor) -> torch.Tensor:
-        y = _ReduceFromParallelRegion.apply(F.linear(x_slice, self.weight))
+        y = ReduceFromParallelRegion.apply(F.linear(x_slice, self.weight))
         return y + self.bias if self.bias is not None else y

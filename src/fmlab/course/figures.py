@@ -11,7 +11,9 @@ numbers typed here: `fmlab.plan` (memory per layout, the phased plan, reliabilit
 ring all-reduce and Herring), and, for `lr_sweep` only, a few seconds of real training of the tiny model with
 `fmlab.train` (the notebook 03 sweep, deterministic on a CPU). No network. Module 8's two figures,
 `job_mtbf` and `checkpoint_interval`, come from `fmlab.plan.reliability` (the latter drawn by
-`fmlab.course.plots.wasted_time_vs_interval`, the notebook's plot, on the figure's axes). To add one, write the function
+`fmlab.course.plots.wasted_time_vs_interval`, the notebook's plot, on the figure's axes). Module 10's two,
+`eval_curve` and `serving_latency`, are measurements: they draw the figures recorded in fmlab/serve/measured.json
+by benchmarks/bench_serving.py (still no training or serving at build time). To add one, write the function
 here and register it in FIGURES; `python -m fmlab slides` draws the figures the decks reference.
 
 `render_svg` keeps text as paths (the SVG needs no font) and writes no date, with a fixed id salt, so the
@@ -541,6 +543,22 @@ def pipeline_schedule():
     return fig
 
 
+def eval_curve():
+    """Module 10: the tiny Llama's training loss against its held-out loss at every checkpoint (measured: read
+    from fmlab/serve/measured.json, written by benchmarks/bench_serving.py --write)."""
+    from fmlab.serve.measured import eval_curve_figure
+
+    return eval_curve_figure()
+
+
+def serving_latency():
+    """Module 10: p50/p95 latency and throughput of `transformers serve` against concurrent streaming requests,
+    continuous batching against one request at a time (measured, as eval_curve)."""
+    from fmlab.serve.measured import latency_figure
+
+    return latency_figure()
+
+
 FIGURES: dict[str, Callable] = {
     "layout_memory": layout_memory,
     "data_volume": data_volume,
@@ -552,6 +570,8 @@ FIGURES: dict[str, Callable] = {
     "hybrid_traffic": hybrid_traffic,
     "job_mtbf": job_mtbf,
     "checkpoint_interval": checkpoint_interval,
+    "eval_curve": eval_curve,
+    "serving_latency": serving_latency,
 }
 
 

@@ -37,11 +37,14 @@ SUMMARIES = {
     "08": "survive failures at scale: checkpoint cadence, atomic and asynchronous saves, killed, hung and "
           "resharded runs, retries",
     "09": "move Llama checkpoints to and from Neuron Distributed on Trainium, and plan a trn1 job",
+    "10": "gate a run on held-out perplexity, evaluate with lm-eval, export the model, and serve it locally and "
+          "on a SageMaker endpoint",
 }
 PLANNED_TITLES = {
     "00": "Setup", "01": "When to pretrain", "02": "Data at scale", "03": "Parallel jobs and warm pools",
     "04": "Data parallelism", "05": "Sharded data parallelism", "06": "Tensor and pipeline parallelism",
     "07": "Hands-on: a sharded GPT-30B run", "08": "Checkpointing and recovery", "09": "Trainium",
+    "10": "Evaluate, export and serve",
 }
 
 INTRO = """# Pretraining Foundation Models on AWS: course index

@@ -153,3 +153,41 @@ def processor_for(instance_type: str) -> str:
     """"gpu" for accelerated instance types (p*, g*), "cpu" otherwise (trn* instances use the Neuron image)."""
     family = instance_type.removeprefix("ml.").split(".")[0]
     return "gpu" if family[:1] in ("p", "g") else "cpu"
+
+
+# ---------------------------------------------------------------- inference: the Large Model Inference container
+
+# The LMI container (DJL Serving; vLLM, TensorRT-LLM or Neuron backends) is an inference image, the one a
+# SageMaker endpoint runs for module 10. Like SMP, its tags come from the SageMaker SDK's own table
+# (sagemaker-core's image_uri_config/djl-lmi.json for GPUs, djl-neuronx.json for Inferentia2/Trainium; read
+# 2026-11-23 from sagemaker-core 2.27.0: newest djl-lmi 0.38.0 = djl-inference:0.38.0-lmi29.0.0-cu130, newest
+# djl-neuronx 0.29.0 = djl-inference:0.29.0-neuronx-sdk2.19.1). The vLLM backend and its settings:
+# deepjavalibrary/djl-serving serving/docs/lmi/user_guides/vllm_user_guide.md @00db6305 (read 2026-11-23).
+LMI_SOURCE = ("sagemaker-core's image_uri_config/djl-lmi.json and djl-neuronx.json (the SDK's table), via "
+              "sagemaker.core.image_uris.retrieve; DJL Serving LMI docs, vllm_user_guide.md")
+LMI_FRAMEWORKS = {"gpu": "djl-lmi", "neuron": "djl-neuronx"}
+
+
+@functools.cache
+def lmi_versions(accelerator: str = "gpu") -> list[str]:
+    """The LMI container versions the SDK's table lists for "gpu" (vLLM/LMI) or "neuron", oldest first."""
+    if accelerator not in LMI_FRAMEWORKS:
+        raise ImageError(f"accelerator must be one of {', '.join(LMI_FRAMEWORKS)}, not {accelerator!r}")
+    text = resources.files("sagemaker.core").joinpath(f"image_uri_config/{LMI_FRAMEWORKS[accelerator]}.json").read_text()
+    return sorted(json.loads(text)["versions"], key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def lmi_image_uri(region: str = "us-east-1", version: str | None = None, accelerator: str = "gpu") -> str:
+    """The LMI (DJL Serving) inference image URI: the newest version in the SDK's table unless `version`."""
+    from sagemaker.core import image_uris
+
+    versions = lmi_versions(accelerator)
+    version = version or versions[-1]
+    if version not in versions:
+        raise ImageError(f"no {LMI_FRAMEWORKS[accelerator]} image {version} in the SageMaker SDK's table; use one "
+                         f"of {', '.join(versions)}")
+    try:
+        return image_uris.retrieve(framework=LMI_FRAMEWORKS[accelerator], region=region, version=version)
+    except ValueError as e:
+        raise ImageError(f"the {LMI_FRAMEWORKS[accelerator]} {version} image is not published in {region!r} "
+                         f"(per the SDK's table): {e}") from None

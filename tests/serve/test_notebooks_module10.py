@@ -1,0 +1,24 @@
+"""Notebook 10 runs top to bottom and records its figures (about 40 s on 2 cores)."""
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.notebook
+
+
+def test_notebook_10_evaluates_exports_and_serves(run_notebook):
+    r = run_notebook("notebooks/10_evaluate_export_and_serve.ipynb")
+    assert r.ok, r.error
+    rec = r.records
+    assert 400 < rec["nb10.baseline_perplexity"] < 650  # about the vocabulary, 512
+    assert rec["nb10.heldout_perplexity"] < rec["nb10.baseline_perplexity"] / 3 and rec["nb10.gate"]["go"]
+    cloze = rec["nb10.cloze"]
+    assert abs(cloze["untrained"]["acc"] - 0.25) < 3 * cloze["untrained"]["stderr"]
+    assert cloze["trained"]["acc"] > cloze["untrained"]["acc"] + 3 * cloze["trained"]["stderr"]
+    assert rec["nb10.export_max_logit_diff"] == 0.0
+    assert set(rec["nb10.faults"].values()) == {"NotAModelFolder", "PortBusy", "ServerDidNotStart", "PromptTooLong"}
+    assert sorted(rec["nb10.serving"], key=int) == ["1", "4", "16"]
+    assert all(v["errors"] == 0 and math.isfinite(v["p95_ms"]) for v in rec["nb10.serving"].values())
+    assert rec["nb10.endpoint_operations"] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+    assert rec["nb10.serving_plan"]["tp"] >= 1

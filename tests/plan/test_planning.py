@@ -35,6 +35,44 @@ def test_full_size_param_counts_match_published(name, billions):
     assert compute.param_count(catalog.model(name)) / 1e9 == pytest.approx(billions, rel=2e-3)
 
 
+@pytest.mark.parametrize("name, published", [
+    # Exact totals of the released (untied-embedding) Llama 3.1 checkpoints, as transformers'
+    # LlamaForCausalLM(config).num_parameters() gives them for the meta-llama/Llama-3.1-* config.json files.
+    ("llama3.1-8b", 8_030_261_248), ("llama3.1-70b", 70_553_706_496), ("llama3.1-405b", 405_853_388_800),
+])
+def test_llama31_param_counts_are_exact(name, published):
+    assert compute.param_count(catalog.model(name)) == published
+
+
+def test_llama31_8b_count_matches_transformers_at_full_size():
+    # The full 8B model, built on the meta device (no memory, no download) from its released config.json values.
+    import torch
+    import transformers
+
+    m = catalog.model("llama3.1-8b")
+    config = transformers.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
+                                      num_hidden_layers=m.layers, num_attention_heads=m.heads,
+                                      num_key_value_heads=m.n_kv_heads, tie_word_embeddings=False)
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    assert sum(p.numel() for p in model.parameters()) == compute.param_count(m) == 8_030_261_248
+
+
+def test_llama31_405b_training_flops_match_the_report():
+    # Dubey et al. 2024, Llama 3, section 1: 405B trained with 3.8e25 FLOPs on 15.6T tokens; 6ND gives that.
+    m = catalog.model("llama3.1-405b")
+    assert 6 * compute.param_count(m) * 15.6e12 == pytest.approx(3.8e25, rel=0.01)
+
+
+def test_llama31_405b_gpu_hours_imply_mfu_near_the_reported_38_to_43_percent():
+    # Model card: 30.84M H100 GPU-hours (all training, long-context stage included); report Table 4: 38-43% MFU.
+    # The card's hours include restarts and the 128K stage, so the implied figure sits a little below.
+    run = catalog.PUBLISHED_RUNS["Llama 3.1 405B"]
+    flops = compute.train_flops(catalog.model(run.model), run.tokens)
+    mfu = compute.implied_mfu(flops, catalog.ACCELERATOR_PEAK_TFLOPS["H100"], device_hours=run.gpu_hours)
+    assert 0.30 <= mfu <= 0.45
+
+
 def test_flops_per_token_is_6n_plus_palm_attention_term():
     # PaLM, Appendix B: 6N + 12 L H Q T.
     m = catalog.model("llama2-7b")
@@ -119,3 +157,12 @@ def test_scaled_models_can_be_built():
 
     sub = compute.scale_model(small_twin(catalog.model("llama2-70b")), 0.3, "x")
     assert build_model(sub).num_parameters() == compute.param_count(sub)
+
+
+def test_an_instance_without_a_published_price_costs_nan_and_the_launch_guard_refuses_it():
+    est = compute.estimate_run("llama3.1-8b", 1e12, "ml.trn2.48xlarge", 4)
+    assert est.days > 0 and est.cost_usd != est.cost_usd  # NaN: unknown, never a made-up number
+    from fmlab.jobs.guards import OverBudget, price_per_hour
+
+    with pytest.raises(OverBudget, match="price_per_hour"):
+        price_per_hour("ml.trn2.48xlarge")

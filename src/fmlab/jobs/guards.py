@@ -55,7 +55,11 @@ def price_per_hour(instance_type: str) -> tuple[float, str]:
     """On-demand SageMaker training price of one instance-hour, and where it comes from."""
     if instance_type in catalog.INSTANCES:
         inst = catalog.INSTANCES[instance_type]
-        return inst.price_per_hour, f"{inst.price_region}, read {inst.price_date} (fmlab.plan.catalog)"
+        if not inst.price_known:  # NaN would slip past every budget comparison
+            raise OverBudget(f"the course catalog has no published price for {instance_type!r} "
+                             f"({inst.price_basis}), so its cost cannot be bounded: pass price_per_hour=... to launch()")
+        basis = "" if inst.price_basis.startswith("SageMaker") else f"; {inst.price_basis}"
+        return inst.price_per_hour, f"{inst.price_region}, read {inst.price_date}{basis} (fmlab.plan.catalog)"
     if instance_type in SMALL_INSTANCE_PRICES:
         return SMALL_INSTANCE_PRICES[instance_type], SMALL_INSTANCE_SOURCE
     known = sorted([*catalog.INSTANCES, *SMALL_INSTANCE_PRICES])

@@ -10,11 +10,17 @@ region and the date it was read, and `fmlab plan` prints them so a learner knows
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-# Training processes per device: one per GPU, one per NeuronCore (AWS Trn1 page and Neuron docs: each
-# Trainium1 chip has two NeuronCore-v2, so a trn1.32xlarge's 16 chips run 32 processes).
-PROCESSES_PER_DEVICE = {"Trainium1": 2}
+# Training processes per device: one per GPU, one per (logical) NeuronCore.
+# - Trainium1: AWS Trn1 page and Neuron docs: each chip has two NeuronCore-v2, so a trn1.32xlarge's 16 chips
+#   run 32 processes.
+# - Trainium2: each chip has eight physical NeuronCore-v3; the default Logical NeuronCore configuration,
+#   LNC=2, pairs them into four logical NeuronCores per chip: "64 ranks per instance" on a trn2.48xlarge (Neuron
+#   docs, "Best practices for training on AWS Neuron" and "Logical NeuronCore configuration", read 2026-11-23).
+#   With NEURON_LOGICAL_NC_CONFIG=1 a chip exposes 8 cores; the planner assumes the default.
+PROCESSES_PER_DEVICE = {"Trainium1": 2, "Trainium2": 4}
 GB = 1e9  # decimal gigabyte: the unit of the ZeRO paper and of AWS memory figures
 GIB = 2**30
 
@@ -29,10 +35,16 @@ class Instance:
     device_memory_gb: float  # memory of ONE device, decimal GB
     peak_tflops_bf16: float  # dense (no sparsity) bf16 peak of ONE device
     network_gbps: int  # instance network bandwidth (EFA where present)
-    price_per_hour: float  # SageMaker training, on-demand, USD per instance-hour
+    price_per_hour: float  # USD per instance-hour, of the kind `price_basis` names; NaN where none is published
     price_region: str = "us-east-1"
-    price_date: str = "2024-06"
+    price_date: str = "2024-06"  # when the price was read
     source: str = ""
+    price_basis: str = "SageMaker training, on-demand"  # what the price is, when it is not SageMaker's own
+
+    @property
+    def price_known(self) -> bool:
+        """False where no published price was found (price_per_hour is NaN): costs come out NaN, pass a price."""
+        return math.isfinite(self.price_per_hour) and self.price_per_hour > 0
 
     @property
     def cluster_peak_tflops(self) -> float:
@@ -44,11 +56,31 @@ class Instance:
         return self.accelerators * PROCESSES_PER_DEVICE.get(self.accelerator, 1)
 
 
-_PRICE_SOURCE = "Amazon SageMaker AI pricing page, on-demand Training, us-east-1 (read 2024-06)"
+_PRICE_SOURCE = ("Amazon SageMaker AI pricing page, on-demand Training, us-east-1 (read 2024-06; NOT re-read on "
+                 "2026-11-23: the page renders its instance tables with JavaScript and no stored copy of them could "
+                 "be read, so this is the 2024-06 price. EC2's own on-demand prices of P4/P5 fell in 2025 (p5.48xlarge "
+                 "$98.32 -> $55.04, instances.vantage.sh data of 2026-08-26): SageMaker's may have fallen too)")
+# Where no SageMaker training price could be read, the EC2 on-demand price stands in, flagged in price_basis.
+# SageMaker's price is higher than EC2's for the same instance (2024-06: ml.p5.48xlarge $113.07 against EC2
+# p5.48xlarge $98.32, +15%), so these understate a SageMaker bill.
+_EC2_PRICES = ("EC2 on-demand Linux price, us-east-1, from instances.vantage.sh's data as republished in "
+               "github.com/tsaol/aws-gpu data/{family}_instances.js (generated 2026-08-26, read 2026-11-23)")
+_EC2_BASIS = "EC2 on-demand (no SageMaker training price found): a SageMaker training job costs more"
+_NO_PRICE = "none published: no on-demand price found for it; pass your own price (price_per_hour=...)"
 _A100 = "NVIDIA A100 datasheet: 312 TFLOP/s dense BF16 (624 with sparsity)"
 _H100 = "NVIDIA H100 SXM datasheet: 989 TFLOP/s dense BF16 (1,979 with sparsity)"
+_H200 = ("NVIDIA H200 datasheet: 141 GB HBM3e, BF16 1,979 TFLOP/s WITH sparsity, so 989 dense (the same GH100 "
+         "tensor cores as H100)")
+_B200 = ("NVIDIA HGX B200 datasheet: per GPU FP16/BF16 Tensor Core 4.5 PFLOP/s, a WITH-sparsity figure like all of "
+         "NVIDIA's tensor numbers, so 2,250 TFLOP/s dense; 180 GB HBM3e per GPU (AWS: 1,440 GB per p6-b200.48xlarge)")
+_SM_TRAINS = "offered for SageMaker training (in botocore 1.44.5's CreateTrainingJob TrainingInstanceType enum)"
 _A10G = "AWS G5 page (A10G, 24 GB); A10G dense BF16 about 70 TFLOP/s as compared by Baseten, 'A10 vs A10G'"
 _TRN1 = "AWS Trn1 page: 16 Trainium chips, 512 GB HBM, 3,040 TFLOP/s BF16 per instance (190 per chip)"
+_TRN2 = ("Neuron docs, 'Trainium2 Architecture' and 'Amazon EC2 Trn2 Architecture' (read 2026-11-23): 16 Trainium2 "
+         "chips, each 8 NeuronCore-v3 with 667 TFLOP/s dense BF16 (2,563 sparse; 10.7 PFLOP/s dense BF16 per "
+         "instance) and 96 GiB HBM (1,536 GiB per instance; kept as 96, the figure AWS markets, as trn1 keeps 32); "
+         "EFA 3.2 Tbps (AWS Trn2 page); offered for SageMaker training: ml.trn2.48xlarge is in the CreateTrainingJob "
+         "TrainingInstanceType enum (botocore 1.44.5 sagemaker service-2.json)")
 
 INSTANCES: dict[str, Instance] = {
     i.name: i
@@ -67,11 +99,29 @@ INSTANCES: dict[str, Instance] = {
                  source=f"{_TRN1}, 800 Gbps EFA; {_PRICE_SOURCE}"),
         Instance("ml.trn1n.32xlarge", "Trainium1", 16, 32, 190.0, 1600, 28.497,
                  source=f"{_TRN1}, 1,600 Gbps EFAv2 (trn1n); {_PRICE_SOURCE}"),
+        # No on-demand price for trn2.48xlarge was found: not on SageMaker's page (unreadable, see above), and
+        # instances.vantage.sh lists it as "preview" with no on-demand price (it is sold through Capacity Blocks).
+        Instance("ml.trn2.48xlarge", "Trainium2", 16, 96, 667.0, 3200, math.nan, price_date="2026-11-23",
+                 price_basis=_NO_PRICE, source=_TRN2),
+        Instance("ml.p5e.48xlarge", "H200-141GB", 8, 141, 989.0, 3200, math.nan, price_date="2026-11-23",
+                 price_basis=_NO_PRICE + " (instances.vantage.sh: 'preview', no on-demand price; EC2 sells p5e "
+                                         "through Capacity Blocks)",
+                 source=f"AWS P5 page (p5e: 8x H200 141 GB, 3,200 Gbps EFAv2); {_H200}; {_SM_TRAINS}"),
+        Instance("ml.p5en.48xlarge", "H200-141GB", 8, 141, 989.0, 3200, 63.296, price_date="2026-11-23",
+                 price_basis=_EC2_BASIS,
+                 source=f"AWS P5 page (p5en: 8x H200 141 GB, 3,200 Gbps EFAv3); {_H200}; {_SM_TRAINS}; "
+                        f"{_EC2_PRICES.format(family='p5en')}"),
+        Instance("ml.p6-b200.48xlarge", "B200-180GB", 8, 180, 2250.0, 3200, 113.9328, price_date="2026-11-23",
+                 price_basis=_EC2_BASIS,
+                 source=f"AWS P6 page (p6-b200: 8x B200, 1,440 GB HBM3e, 3,200 Gbps EFAv4); {_B200}; {_SM_TRAINS}; "
+                        f"{_EC2_PRICES.format(family='p6-b200')}"),
     ]
 }
 
 # Peak of a bare accelerator, for published runs that name the GPU rather than an instance.
-ACCELERATOR_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "V100": 125.0, "Trainium1": 190.0}
+# (train/log.py matches these keys against torch.cuda.get_device_name, e.g. "NVIDIA H200".)
+ACCELERATOR_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0, "B200": 2250.0, "V100": 125.0,
+                           "Trainium1": 190.0, "Trainium2": 667.0}
 
 
 @dataclass(frozen=True)
@@ -134,6 +184,21 @@ MODELS: dict[str, ModelPreset] = {
         ModelPreset("llama2-70b", "llama", hidden=8192, layers=80, heads=64, vocab=32000, seq_len=4096,
                     intermediate=28672, kv_heads=8, published_params=70e9,
                     source="Touvron et al. 2023, Llama 2 (GQA, 8 KV heads); Hugging Face meta-llama/Llama-2-70b-hf config.json"),
+        # Llama 3.1: shapes from the released config.json files (meta-llama/Llama-3.1-{8B,70B,405B}, also in
+        # Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3): GQA with 8 KV heads, vocabulary 128,256,
+        # RoPE, untied LM head. seq_len is 8,192, the length of the main pretraining stage (paper section
+        # 3.4.1, "initial pre-training ... 8K tokens"), not the 131,072 the 3.1 configs allow after the
+        # long-context stage (section 3.4.2): that last stage is a small share of the 15.6T tokens, so 8K is
+        # what a FLOP and memory plan of the bulk of pretraining should use.
+        ModelPreset("llama3.1-8b", "llama", hidden=4096, layers=32, heads=32, vocab=128256, seq_len=8192,
+                    intermediate=14336, kv_heads=8, published_params=8e9,
+                    source="Hugging Face meta-llama/Llama-3.1-8B config.json; Dubey et al. 2024, Llama 3, Table 3"),
+        ModelPreset("llama3.1-70b", "llama", hidden=8192, layers=80, heads=64, vocab=128256, seq_len=8192,
+                    intermediate=28672, kv_heads=8, published_params=70e9,
+                    source="Hugging Face meta-llama/Llama-3.1-70B config.json; Dubey et al. 2024, Llama 3, Table 3"),
+        ModelPreset("llama3.1-405b", "llama", hidden=16384, layers=126, heads=128, vocab=128256, seq_len=8192,
+                    intermediate=53248, kv_heads=8, published_params=405e9,
+                    source="Hugging Face meta-llama/Llama-3.1-405B config.json; Dubey et al. 2024, Llama 3, Table 3"),
         ModelPreset("falcon-40b", "falcon", hidden=8192, layers=60, heads=128, vocab=65024, seq_len=2048,
                     kv_heads=8, published_params=40e9,
                     source="TII Falcon-40B model card and config.json (60 layers, 8192 hidden, 128 heads, 8 KV groups)"),
@@ -187,6 +252,17 @@ PUBLISHED_RUNS: dict[str, PublishedRun] = {
         PublishedRun("Llama 2 70B", "llama2-70b", params=70e9, tokens=2e12, dataset="2T tokens",
                      accelerator="A100", devices=0, gpu_hours=1_720_320,
                      source="Touvron et al. 2023, Llama 2, Table 2 (A100-80GB GPU hours)"),
+        # Dubey et al. 2024, "The Llama 3 Herd of Models": 405B dense, 15.6T tokens (section 3.4), 3.8e25 FLOPs
+        # (section 1), up to 16,384 H100s at 38-43% BF16 MFU (section 3.3.2, Table 4). The report gives no
+        # wall-clock total (its "54 days" is a snapshot of the run used for the reliability count in section
+        # 3.3.4), so the device-hours are the model card's: 30.84M H100-80GB GPU-hours for Llama 3.1 405B
+        # (github.com/meta-llama/llama-models models/llama3_1/MODEL_CARD.md, read 2026-11-23), which counts all
+        # of its training, pretraining at 8K and 128K context included.
+        PublishedRun("Llama 3.1 405B", "llama3.1-405b", params=405e9, tokens=15.6e12, dataset="15.6T tokens",
+                     accelerator="H100", devices=16_384, gpu_hours=30.84e6,
+                     source="Dubey et al. 2024, The Llama 3 Herd of Models, sections 3.3-3.4 and Table 4 (16K H100, "
+                            "15.6T tokens, 3.8e25 FLOPs, 38-43% MFU); Llama 3.1 model card (30.84M H100 GPU-hours)",
+                     notes="GPU-hours from the model card; the report's 54 days is a reliability snapshot"),
     ]
 }
 

@@ -295,7 +295,8 @@ def what_it_takes(mfu: float = 0.4) -> list[dict]:
     for run in catalog.PUBLISHED_RUNS.values():
         published_hours = run.gpu_hours or run.devices * run.days * 24
         row = {"run": run.name, "params_b": run.params / 1e9, "data": run.dataset,
-               "cluster": (f"{run.instances} x {run.instance}" if run.instances else f"{run.accelerator} GPUs"),
+               "cluster": (f"{run.instances} x {run.instance}" if run.instances
+                           else f"{run.devices:,} {run.accelerator} GPUs" if run.devices else f"{run.accelerator} GPUs"),
                "published_days": run.days or None, "published_device_hours": published_hours,
                "planned_device_hours": None, "implied_mfu": None, "source": run.source}
         if run.model:

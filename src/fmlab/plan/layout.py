@@ -247,7 +247,9 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
         micro_batch=micro_batch, seq_len=seq_len, recompute=recompute, memory_gb_per_device=total_gb,
         memory_breakdown_gb={k: v / GB for k, v in parts.items()}, device_memory_gb=inst.device_memory_gb,
         usable_memory_gb=usable, fits=total_gb <= usable, checkpoint_gb=checkpoint_gb(run.params),
-        price_note=f"${inst.price_per_hour}/h per instance, on-demand, {inst.price_region}, read {inst.price_date}",
+        price_note=(f"${inst.price_per_hour}/h per instance, {inst.price_basis}, {inst.price_region}, read "
+                    f"{inst.price_date}" if inst.price_known
+                    else f"no cost: {inst.name} has no published price ({inst.price_basis})"),
     )
     if not plan.fits and suggest:
         plan.suggestions = suggest_fixes(m, tokens, inst, instances, mfu=mfu, sharding=sharding, tp=tp, pp=pp,

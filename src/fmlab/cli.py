@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from fmlab.plan import catalog
@@ -86,10 +87,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps(_finite(plan.to_dict()), indent=2))
     else:
         print(format_plan(plan))
     return 0 if plan.fits else EXIT_DOES_NOT_FIT
+
+
+def _dollars(value: float) -> str:
+    return f"${value:,.0f}" if math.isfinite(value) else "unknown"
+
+
+def _finite(value):
+    """The plan as strict JSON: an unknown cost (NaN, no published price) becomes null."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def format_plan(plan) -> str:
@@ -100,7 +114,7 @@ def format_plan(plan) -> str:
         f"cluster      {plan.instances} x {plan.instance} = {plan.devices} devices at HFU {plan.hfu:.0%}, MFU "
         f"{plan.mfu:.0%}" + (" (recomputation re-runs the forward)" if plan.mfu < plan.hfu else ""),
         f"time         {plan.days:,.1f} days",
-        f"cost         ${plan.cost_usd:,.0f}  ({plan.price_note})",
+        f"cost         {_dollars(plan.cost_usd)}  ({plan.price_note})",
         f"layout       dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, sharding {lay['sharding']}, "
         f"recompute {plan.recompute}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens",
         f"memory       {plan.memory_gb_per_device:,.1f} GB per device of {plan.usable_memory_gb:.0f} usable "

@@ -93,3 +93,13 @@ def test_every_train_flag_has_a_description():
     assert described["collective_timeout"].startswith("seconds a collective may wait")
     helps = {a.dest: a.help for a in _parser()._actions if a.dest in _FIELDS}
     assert all(len(h.split("(default:")[0].strip()) > 10 for h in helps.values()), helps
+
+
+def test_an_instance_without_a_published_price_has_an_unknown_cost_not_nan(capsys):
+    """trn2 has no published on-demand price (fmlab.plan.catalog): the text says so and the JSON is strict."""
+    main(["plan", "--model", "llama3.1-70b", "--instance", "ml.trn2.48xlarge", "--count", "8", "--sharding", "full"])
+    out = capsys.readouterr().out
+    assert "cost         unknown" in out and "nan" not in out.lower().replace("nanos", "")
+    main(["plan", "--model", "llama3.1-70b", "--instance", "ml.trn2.48xlarge", "--count", "8", "--sharding", "full",
+          "--json"])
+    assert json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))["cost_usd"] is None

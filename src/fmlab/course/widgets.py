@@ -10,6 +10,7 @@ so a browser test can drive the calculator the way a learner does.
 from __future__ import annotations
 
 import html
+import math
 
 from fmlab.plan import catalog
 from fmlab.plan.compute import PlanError
@@ -36,8 +37,11 @@ def calculator_result(model: str, tokens_billion: float, instance: str, count: i
         f"<tr><td>Devices</td><td>{plan.devices} ({plan.instances} x {plan.instance})</td></tr>"
         f"<tr><td>Utilisation</td><td>HFU {plan.hfu:.0%}, MFU {plan.mfu:.0%}</td></tr>"
         f'<tr><td>Time</td><td><b><span class="fmlab-days">{plan.days:,.1f}</span> days</b></td></tr>'
-        f'<tr><td>Cost (on-demand)</td><td><b>$<span class="fmlab-cost">{plan.cost_usd:.0f}</span></b></td></tr>'
-        f"<tr><td>Memory per device</td><td>{plan.memory_gb_per_device:,.1f} GB of "
+        + (f'<tr><td>Cost (on-demand)</td><td><b>$<span class="fmlab-cost">{plan.cost_usd:.0f}</span></b></td></tr>'
+           if math.isfinite(plan.cost_usd) else
+           '<tr><td>Cost (on-demand)</td><td><b><span class="fmlab-cost">unknown</span></b> (no published '
+           'price)</td></tr>')
+        + f"<tr><td>Memory per device</td><td>{plan.memory_gb_per_device:,.1f} GB of "
         f"{plan.usable_memory_gb:.0f} GB usable</td></tr>"
         f'<tr><td>Fits</td><td style="color:{colour}"><b><span class="fmlab-fits">{verdict}</span></b>{fix}</td></tr>'
         f"</table><small>{html.escape(plan.price_note)}</small>"

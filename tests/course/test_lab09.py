@@ -228,3 +228,45 @@ def test_forward_that_reads_every_shard_fails(tmp_path, verdicts):
     assert not lab09.check_tp_forward(everything_everywhere, tmp_path)
     out = verdicts()
     assert "raised PermissionError" in out and "each rank reads only its own shard file" in out, out
+
+
+# ---------------------------------------------------------------- exercise 3
+
+
+def _trn2(**changes):
+    """The lab's solution with some JobSpec fields changed: one plausible mistake each."""
+    def job(image_uri, data_uri, checkpoint_uri, region, role):
+        spec = lab09.reference_trn2_job(image_uri, data_uri, checkpoint_uri, region, role)
+        hyper = {**spec.hyperparameters, **changes.pop("hyper", {})}
+        return spec.with_(hyperparameters=hyper, **changes)
+    return job
+
+
+def test_reference_trn2_job_passes(tmp_path, verdicts):
+    assert lab09.check_trn2_job(lab09.reference_trn2_job, tmp_path)
+    assert "PASS" in verdicts() and (tmp_path / "ex3" / "request.json").is_file()
+
+
+@pytest.mark.parametrize("changes,hint", [
+    ({"instance_type": "ml.trn1.32xlarge", "processes_per_host": 32}, "TorchNeuron needs Trainium2"),
+    ({"hyper": {"backend": "nccl"}}, "backend 'nccl' cannot drive Neuron devices"),
+    ({"processes_per_host": 32}, "processes_per_host=64"),
+    ({"processes_per_host": 128}, "processes_per_host=64"),  # one per PHYSICAL core would be 128: LNC=2 gives 64
+    ({"image": "763104351884.dkr.ecr.us-east-2.amazonaws.com/pytorch-training-neuronx:"
+               "2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"}, "PyTorch/XLA (NxD) container"),
+    ({"hyper": {"tp": 3}}, "tp=3 must divide the 64"),
+    ({"entry_point": "entrypoints/neuron_train.py"}, "the course's own script"),
+    ({"region": "us-west-2"}, "the job runs in us-west-2"),
+])
+def test_wrong_trn2_jobs_fail_with_what_to_change(tmp_path, verdicts, changes, hint):
+    assert not lab09.check_trn2_job(_trn2(**changes), tmp_path)
+    assert hint in verdicts()
+
+
+def test_unanswered_trn2_job_says_not_answered(tmp_path, verdicts):
+    def trn2_job(image_uri, data_uri, checkpoint_uri, region, role):
+        raise NotImplementedError
+
+    assert not lab09.check_trn2_job(trn2_job, tmp_path)
+    assert "not answered yet" in verdicts()
+    assert not lab09.check_trn2_job("not a function", tmp_path)

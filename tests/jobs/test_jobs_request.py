@@ -175,7 +175,7 @@ def test_image_uris_match_the_sdk_and_their_sources():
                                                  "2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker")
     assert image_uri("pytorch", "us-east-1", processor="cpu").endswith(":2.3.0-cpu-py311-ubuntu20.04-sagemaker")
     assert image_uri("neuron", "us-west-2") == ("763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-"
-                                                "neuronx:2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04")
+                                                "neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04")
     from fmlab.jobs.request import training_image
 
     assert training_image(JobSpec("trn", instance_type="ml.trn1.32xlarge", region="us-west-2")) == image_uri(

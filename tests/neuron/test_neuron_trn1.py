@@ -5,7 +5,8 @@ Run: .venv/bin/pytest tests/neuron/test_neuron_trn1.py -q
 Figures from the Llama 2 70B continued-pretraining notebook of aws-samples/sagemaker-trainium-examples
 (commit 36bfadd2ce6b369669c3f83543aa7454a5e3f273): TP 8, PP 8, 4,096-token sequences, global batch 512,
 32 NeuronCores per ml.trn1.32xlarge. The sample's image was pytorch-training-neuronx:1.13.1 (SDK 2.15.0); the
-course uses the newer 2.1.2 / SDK 2.20.2 from the DLC list (fmlab.jobs.images, the one place versions live).
+course pins the LAST training container with NxD Training, 2.9.0 / Neuron 2.30.0 (aws-neuron/deep-learning-containers
+README @ 2be9ed1d, read 2026-11-23; fmlab.jobs.images, the one place versions live; fmlab.neuron.status says why).
 The request is captured under moto and validated; nothing runs (the job needs Trainium).
 """
 
@@ -44,13 +45,18 @@ def test_llama2_70b_example_is_consistent():
 def test_image_uri_and_environment():
     uri = LLAMA2_70B_TRN1.image_uri("us-west-2")
     assert uri == ("763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx:"
-                   "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04")
-    assert LLAMA2_70B_TRN1.neuron_sdk == "2.20.2"
+                   "2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04")
+    assert LLAMA2_70B_TRN1.neuron_sdk == "2.30.0"
+    older = dataclasses.replace(LLAMA2_70B_TRN1, image_version="2.1.2")
+    assert older.image_uri("us-west-2").endswith("pytorch-training-neuronx:2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04")
     sample = dataclasses.replace(LLAMA2_70B_TRN1, image_version="1.13.1")  # the 2024 sample's container
     assert sample.image_uri("us-west-2").endswith("pytorch-training-neuronx:1.13.1-neuronx-py310-sdk2.15.0-ubuntu20.04")
     assert re.fullmatch(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/[a-z-]+:[\w.-]+", uri)
     env = LLAMA2_70B_TRN1.env()
-    assert env["XLA_DOWNCAST_BF16"] == "1" and env["FI_PROVIDER"] == "efa"
+    # XLA_DOWNCAST_BF16: "Neuron Release 2.24 will be the last release to support" it (Neuron announcement, read
+    # 2026-11-23): set for the 2.20.2 and 2.15.0 images only, not for the pinned 2.30.0 one
+    assert "XLA_DOWNCAST_BF16" not in env and env["FI_PROVIDER"] == "efa"
+    assert older.env()["XLA_DOWNCAST_BF16"] == sample.env()["XLA_DOWNCAST_BF16"] == "1"
     assert "--distribution-strategy=llm-training" in env["NEURON_CC_FLAGS"]
     assert "--cache_dir=/opt/ml/checkpoints/" in env["NEURON_CC_FLAGS"]  # compiled graphs sync to S3
     assert all(v.purpose for v in LLAMA2_70B_TRN1.environment) and len(env) == len(LLAMA2_70B_TRN1.environment)
@@ -104,9 +110,9 @@ def test_the_captured_trn1_request_is_valid_and_says_what_was_intended(captured)
     assert request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600
     algo = request["AlgorithmSpecification"]
     assert algo["TrainingImage"] == LLAMA2_70B_TRN1.image_uri("us-west-2")
-    assert "sdk2.20.2" in algo["TrainingImage"] and algo["TrainingInputMode"] == "FastFile"
+    assert "sdk2.30.0" in algo["TrainingImage"] and algo["TrainingInputMode"] == "FastFile"
     env = request["Environment"]
-    assert env["XLA_DOWNCAST_BF16"] == "1" and "--cache_dir=/opt/ml/checkpoints/" in env["NEURON_CC_FLAGS"]
+    assert "XLA_DOWNCAST_BF16" not in env and "--cache_dir=/opt/ml/checkpoints/" in env["NEURON_CC_FLAGS"]
     assert request["CheckpointConfig"] == {"S3Uri": URIS["checkpoint_uri"], "LocalPath": "/opt/ml/checkpoints"}
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in request["InputDataConfig"]}
     assert channels["train"] == URIS["data_uri"] and channels["weights"] == URIS["weights_uri"]

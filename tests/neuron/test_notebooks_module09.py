@@ -3,8 +3,9 @@ and tests/course/test_lab09.py).
 
 Run: .venv/bin/pytest tests/neuron/test_notebooks_module09.py -q   (about a minute: two notebook runs)
 
-Notebook 09 converts a tiny Llama to NxD shards and back, builds and validates the Llama 2 70B trn1 request,
-and compares trn1 with p4d through the planner; the tests read what it recorded and check it against the
+Notebook 09 states the Trainium training status (fmlab.neuron.status), converts a tiny Llama to NxD shards and
+back, builds and validates the pinned Llama 2 70B trn1 request and the native trn2 request, shows that a DCP
+checkpoint holds no device, and compares trn1 with p4d (and trn1, trn2, p5) through the planner; the tests read what it recorded and check it against the
 package (estimate_run, LLAMA2_70B_TRN1, the files on disk), not against copied numbers. The 70B settings come
 from the aws-samples Llama 2 70B continued-pretraining notebook (tests/neuron/test_neuron_trn1.py cites it).
 """
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from fmlab.jobs.images import torchneuron_image_uri
+from fmlab.neuron import status
 from fmlab.neuron.job import LLAMA2_70B_TRN1
 from fmlab.plan.compute import estimate_run
 
@@ -51,7 +54,9 @@ def test_notebook09_converts_validates_and_costs(run_notebook, tmp_path):
     assert rec["nb09.trn1_processes_per_node"] == rec["nb09.trn1_neuron_cores"] == 32
     assert rec["nb09.trn1_data_parallel"] == LLAMA2_70B_TRN1.data_parallel == 4
     assert rec["nb09.trn1_tokens_per_step"] == LLAMA2_70B_TRN1.tokens_per_step
-    assert rec["nb09.trn1_image"] == LLAMA2_70B_TRN1.image_uri("us-west-2") and "sdk2.20.2" in rec["nb09.trn1_image"]
+    # pinned to the last container with NxD Training (fmlab.neuron.status; tests/neuron/test_neuron_status.py)
+    assert rec["nb09.trn1_image"] == LLAMA2_70B_TRN1.image_uri("us-west-2")
+    assert rec["nb09.trn1_image"].endswith(":" + status.LAST_NXD_TRAINING_IMAGE_TAG) and "sdk2.30.0" in rec["nb09.trn1_image"]
     modes = rec["nb09.channel_modes"]
     assert modes["train"] == modes["weights"] == "FastFile"
     assert rec["nb09.refused_layouts"] == 2
@@ -71,6 +76,31 @@ def test_notebook09_converts_validates_and_costs(run_notebook, tmp_path):
     assert rec["nb09.trn1_savings_fraction"] == pytest.approx(1 - trn1.cost_usd / p4d.cost_usd, abs=1e-4)
     at_break_even = estimate_run("llama2-70b", 100e9, "ml.trn1.32xlarge", 8, rec["nb09.trn1_break_even_mfu"])
     assert at_break_even.cost_usd == pytest.approx(p4d.cost_usd, rel=1e-3)
+
+    # 0. status, from the package's one source of these facts
+    assert rec["nb09.status_read_on"] == status.READ_ON == "2026-11-23"
+    assert rec["nb09.nxd_status"] == "end of support" and rec["nb09.nxd_end_of_support_as_of"] == "2.32"
+    assert rec["nb09.torchneuron_release"] == "2.33.0" and rec["nb09.status_sources"] == len(status.sources()) >= 8
+    # 7. the native path: the device chosen here, the trn2 request (valid, 64 processes per node, your image)
+    assert rec["nb09.device_here"] == "cpu"  # this machine: no GPU, no Neuron device
+    assert rec["nb09.backend_of"] == {"cuda": "nccl", "neuron": "neuron", "cpu": "gloo"}
+    assert rec["nb09.trn2_processes_per_instance"] == rec["nb09.trn2_processes_per_node"] == 64
+    assert rec["nb09.trn2_peak_tflops_per_instance"] == 16 * 667.0 and rec["nb09.trn2_price_known"] is False
+    assert rec["nb09.trn2_fit_problems"] == rec["nb09.trn2_request_problems"] == 0
+    assert rec["nb09.trn2_instance_type"] == "ml.trn2.48xlarge"
+    assert rec["nb09.trn2_image"] == torchneuron_image_uri("111122223333", "us-east-2")
+    assert rec["nb09.trn2_layout"] == {"sharding": "full", "tp": "4", "backend": "auto", "mixed_precision": "bf16"}
+    # the DCP checkpoint holds no device: the same files load on GPU, Trainium or CPU
+    assert rec["nb09.dcp_entries"] == 4 * 9 + 3 and rec["nb09.dcp_device_fields"] == 0
+    assert rec["nb09.dcp_roundtrip_equal"] is True
+    # 8. choosing: cost per million tokens from the planner, and trn2's break-even price
+    per_m = rec["nb09.usd_per_million_tokens"]
+    assert set(per_m) == {"ml.trn1.32xlarge", "ml.p5.48xlarge"}  # trn2: no published price
+    assert per_m["ml.trn1.32xlarge"] == pytest.approx(trn1.cost_usd / 100e9 * 1e6, abs=1e-4)
+    trn2 = estimate_run("llama2-70b", 100e9, "ml.trn2.48xlarge", 8, 0.4)
+    for name, price in rec["nb09.trn2_break_even_usd_per_hour"].items():
+        other = estimate_run("llama2-70b", 100e9, name, 8, 0.4)
+        assert price * trn2.days * 24 * 8 == pytest.approx(other.cost_usd, rel=1e-3), name
 
 
 def test_notebook09_cost_slide_quotes_what_the_notebook_computes(run_notebook, tmp_path):

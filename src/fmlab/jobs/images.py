@@ -45,7 +45,7 @@ class TrainingImage:
     repository: str
     accounts: dict[str, str]
     default_version: str
-    tag_template: str  # str.format with version=, processor=, cuda= (from extras) and sdk= (Neuron)
+    tag_template: str  # str.format with version=, processor=, cuda= (from extras); Neuron: sdk=, python=, os=
     extras: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
@@ -66,18 +66,30 @@ IMAGES: dict[str, TrainingImage] = {
                    "suffix); matches the SMP v2 release notes: v2.8.0 (2025-04-01) for PyTorch 2.5.1, "
                    "smdistributed-modelparallel:2.5.1-gpu-py311-cu124"),
         TrainingImage(
-            "neuron", "pytorch-training-neuronx", _NEURON_ACCOUNT, "2.1.2",
-            "{version}-neuronx-py310-sdk{sdk}-ubuntu20.04",
-            source="AWS Deep Learning Containers, available_images.md, Neuron containers: PyTorch 2.1.2 training with "
-                   "Neuron SDK 2.20.2, 763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-neuronx:"
-                   "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04 (trn1, inf2). PyTorch 1.13.1 with SDK 2.15.0 is the "
-                   "image of the 2024 Llama 2 70B sample (aws-samples/sagemaker-trainium-examples @ 36bfadd2)"),
+            "neuron", "pytorch-training-neuronx", _NEURON_ACCOUNT, "2.9.0",
+            "{version}-neuronx-{python}-sdk{sdk}-{os}",
+            source="aws-neuron/deep-learning-containers README.md @ 2be9ed1d (the 2.32.0 release README, 2026-08-17; "
+                   "read 2026-11-23), table pytorch-training-neuronx: the newest training image is PyTorch 2.9.0 with "
+                   "Neuron 2.30.0, public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-"
+                   "ubuntu24.04, packages 'neuronx_distributed, neuronx_distributed_training, torch-neuronx, ...' "
+                   "(its Dockerfile pins neuronx_distributed_training 1.7.0); no training image follows it for 2.31 "
+                   "or 2.32. SageMaker pulls the same tags from 763104351884.dkr.ecr.<region>.amazonaws.com "
+                   "(aws/deep-learning-containers docs/reference/available_images.md @ 5f42cef3, Neuron Containers). "
+                   "Older rows: PyTorch 2.1.2 with Neuron 2.20.2 (py310, ubuntu20.04); PyTorch 1.13.1 with SDK 2.15.0 "
+                   "is the image of the 2024 Llama 2 70B sample (aws-samples/sagemaker-trainium-examples @ 36bfadd2)"),
     ]
 }
 
 
-# The Neuron SDK release each Neuron training image version ships with (the tag names both), from the sources above.
-NEURON_SDK_FOR_PYTORCH = {"2.1.2": "2.20.2", "1.13.1": "2.15.0"}
+# The Neuron SDK release, Python and Ubuntu of each Neuron training image version (PyTorch version), as its tag
+# spells them (sources above). 2.9.0 is the LAST training image with NxD Training in it (Neuron 2.30.0): see
+# fmlab.neuron.status for why, and for the end of support of NxD Training and of PyTorch/XLA training.
+NEURON_TRAINING_TAGS = {
+    "2.9.0": {"sdk": "2.30.0", "python": "py312", "os": "ubuntu24.04"},
+    "2.1.2": {"sdk": "2.20.2", "python": "py310", "os": "ubuntu20.04"},
+    "1.13.1": {"sdk": "2.15.0", "python": "py310", "os": "ubuntu20.04"},
+}
+NEURON_SDK_FOR_PYTORCH = {version: tag["sdk"] for version, tag in NEURON_TRAINING_TAGS.items()}
 
 
 def neuron_sdk(version: str | None = None) -> str:
@@ -143,8 +155,8 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
         return _smp_image_uri(region, version)
     cuda = image.extras.get("cuda_gpu", "") if processor == "gpu" else ""
     version = version or image.default_version
-    sdk = neuron_sdk(version) if kind == "neuron" else ""
-    tag = image.tag_template.format(version=version, processor=processor, cuda=cuda, sdk=sdk)
+    parts = NEURON_TRAINING_TAGS[version] if kind == "neuron" and neuron_sdk(version) else {}
+    tag = image.tag_template.format(version=version, processor=processor, cuda=cuda, **parts)
     suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
     return f"{image.accounts[region]}.dkr.ecr.{region}{suffix}/{image.repository}:{tag}"
 
@@ -191,3 +203,48 @@ def lmi_image_uri(region: str = "us-east-1", version: str | None = None, acceler
     except ValueError as e:
         raise ImageError(f"the {LMI_FRAMEWORKS[accelerator]} {version} image is not published in {region!r} "
                          f"(per the SDK's table): {e}") from None
+
+
+# ---------------------------------------------------------------- TorchNeuron: native PyTorch on Trainium2 / Trainium3
+
+# TorchNeuron (the native torch-neuronx backend, a `neuron` device through PyTorch's PrivateUse1 extension) is a
+# public beta from Neuron 2.33.0 (2026-10-19), on Trn2 and Trn3 only. Its support matrix pairs each package
+# family with one PyTorch version (Python 3.12-3.14, Ubuntu 24.04 / 26.04): release notes "TorchNeuron",
+# awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html (read 2026-11-23).
+# Containers: AWS's "PyTorch Training (TorchNeuron)" DLC is built for torch-neuronx 2.14 with TorchTitan, and from
+# Neuron 2.33.0 every Neuron DLC is Ubuntu 26.04 / Python 3.14 (v2.33.0 setup/pytorch/dlc.html and update-dlc.html,
+# read 2026-11-23); its exact tag is not in any source read here (the stored DLC README stops at 2.32.0). The course
+# runs PyTorch 2.13, so its trn2 job runs an image built in your own ECR from the documented installation
+# (quickstart "Install and verify torch-neuronx", v2.33.1: Neuron system packages and EFA on Ubuntu 26.04, then
+# pip install of the family below from the Neuron pip repository).
+TORCHNEURON_SOURCE = ("Neuron release notes, TorchNeuron: torch-neuronx 2.13.3.0 and 2.14.3.0 (Neuron 2.33.0, "
+                      "2026-10-19), support matrix; Neuron docs v2.33.0 setup/pytorch (index, dlc, manual) and the "
+                      "quickstart 'Install and verify torch-neuronx' (v2.33.1); all read 2026-11-23")
+TORCHNEURON_NEURON_SDK = "2.33.0"
+TORCHNEURON_FAMILIES = {"2.13.0": "2.13.3.0.*", "2.14.0": "2.14.3.0.*"}  # PyTorch -> torch-neuronx package family
+TORCHNEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"
+TORCHNEURON_OS = "ubuntu26.04"  # the standalone wheels of this release support Ubuntu 26.04 only (quickstart)
+
+
+def torchneuron_family(torch_version: str) -> str:
+    """The torch-neuronx package family documented for PyTorch `torch_version` (e.g. "2.13.0" -> "2.13.3.0.*")."""
+    if torch_version not in TORCHNEURON_FAMILIES:
+        raise ImageError(f"TorchNeuron (Neuron {TORCHNEURON_NEURON_SDK}) is published for PyTorch "
+                         f"{', '.join(TORCHNEURON_FAMILIES)} only, not {torch_version}: build the image for one of them")
+    return TORCHNEURON_FAMILIES[torch_version]
+
+
+def torchneuron_requirements(torch_version: str = "2.13.0") -> tuple[str, ...]:
+    """What the image's `pip install --extra-index-url TORCHNEURON_PIP_INDEX` installs for PyTorch `torch_version`."""
+    return (f"torch=={torch_version}", f"torch-neuronx=={torchneuron_family(torch_version)}", "neuronx-cc==2.*", "nki")
+
+
+def torchneuron_image_uri(account: str, region: str, repository: str = "fmlab-torchneuron",
+                          torch_version: str = "2.13.0") -> str:
+    """The ECR URI of YOUR TorchNeuron training image (built from the documented installation, see above), e.g.
+    111122223333.dkr.ecr.us-east-2.amazonaws.com/fmlab-torchneuron:2.13.0-neuronx2.13.3-sdk2.33.0-ubuntu26.04."""
+    if not (len(account) == 12 and account.isdigit()):
+        raise ImageError(f"account {account!r} must be your 12-digit AWS account id (the registry that holds the image)")
+    family = torchneuron_family(torch_version).removesuffix(".0.*")
+    return (f"{account}.dkr.ecr.{region}.amazonaws.com/{repository}:"
+            f"{torch_version}-neuronx{family}-sdk{TORCHNEURON_NEURON_SDK}-{TORCHNEURON_OS}")

@@ -3,6 +3,7 @@ way Neuron Distributed (NxD) does, then runs the tensor-parallel forward from Nx
 
     lab09.check_shard_attention(shard_attention, work)  # ex1: q/k/v/o of every rank == the converter's files
     lab09.check_tp_forward(tp_forward, work)            # ex2: 2 gloo processes, logits == transformers' logits
+    lab09.check_trn2_job(trn2_job, work)                # ex3: the native trn2 job fits Trainium2 and validates
     lab09.summary()                                     # raises LabIncomplete while any check fails
 
 Exercise 1 runs in this process: the package's converter (`fmlab.neuron.hf_to_nxd`) writes the lab's tiny Llama
@@ -23,10 +24,18 @@ tests (a missing all-reduce after down_proj) is off by 9e-3, the others by 6e-2 
 The given pieces live here so that the notebook and its checks cannot drift apart: the model
 (`make_tiny_llama`, seed 0, nothing downloaded), the tokens (`INPUT_IDS`), and the single-device math of a
 Llama layer (`rms_norm`, `rotary`, `local_attention`), which the learner wires together; `reference_*` are the
-lab's own solutions. The solved lab's checks take about 1 s on 2 cores, and the whole notebook about 8 s, most
-of it importing `transformers` (once, in the notebook's process: the forked ranks inherit it).
+lab's own solutions. On 2 cores exercises 1-2's checks take about 1 s, exercise 3's a few seconds (the fake AWS),
+the whole solved notebook 10 s (measured 2026-11-23), much of it importing `transformers` once.
 
-Each check works in its own folder of `work` (ex1/, ex2/) and reports one entry of LAB.exercises, so a further
+Exercise 3 is the native path of module 9: the learner describes the job that runs the course's own training
+script on Trainium2 with TorchNeuron, as a `fmlab.jobs.JobSpec`. `fmlab.neuron.native.trn2_problems` must find
+nothing wrong with its device (a Trainium2 instance, backend "auto" or "neuron"), image (the given TorchNeuron
+image, in the job's region) and layout (torchrun, one process per logical NeuronCore, TP inside an instance, a
+layout fmlab.parallel accepts for the model), and the CreateTrainingJob request `capture_request` builds from it
+must pass botocore's SageMaker model (`problems_in`); the request is written to ex3/request.json. About 5 s, most
+of it the in-process fake AWS.
+
+Each check works in its own folder of `work` (ex1/, ex2/, ex3/) and reports one entry of LAB.exercises, so a further
 exercise is one more name in that list and one more check_* function.
 """
 
@@ -48,7 +57,7 @@ from fmlab.labs import Lab, world
 from fmlab.neuron.sharding import EMBED, HEAD, NORM, LlamaShape
 from fmlab.plan import catalog
 
-LAB = Lab("lab 09", ["ex1_shard_attention", "ex2_tp_forward"])
+LAB = Lab("lab 09", ["ex1_shard_attention", "ex2_tp_forward", "ex3_trn2_job"])
 
 TINY_LLAMA = dataclasses.replace(catalog.model("tiny"), layers=2)  # hidden 64, 4 Q heads, 2 KV heads, vocab 512
 SHAPE = LlamaShape.from_preset(TINY_LLAMA)
@@ -65,6 +74,12 @@ FORWARD = dict(tp=WORLD, pp=1, dtype="fp32")
 INPUT_IDS = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(0))
 ATOL, RTOL = 1e-5, 1e-5
 WORLD_TIMEOUT, COLLECTIVE_TIMEOUT = 60.0, 10.0
+# Exercise 3: what the learner's trn2_job is called with (placeholders: the request is only built and validated).
+TRN2_REGION = "us-east-2"
+TRN2_ARGS = dict(image_uri=f"111122223333.dkr.ecr.{TRN2_REGION}.amazonaws.com/fmlab-torchneuron:"
+                           "2.13.0-neuronx2.13.3-sdk2.33.0-ubuntu26.04",
+                 data_uri="s3://my-bucket/data/llama2-tokenized-4096", checkpoint_uri="s3://my-bucket/trn2/checkpoints",
+                 region=TRN2_REGION, role="arn:aws:iam::111122223333:role/fmlab-course")
 
 
 # ---------------------------------------------------------------- the given pieces: model, files, Llama math
@@ -470,6 +485,69 @@ def _only_own_shard(rank: int, logs: Path) -> None:
         return real(f, *args, **kwargs)
 
     torch.load = guarded
+
+
+# ---------------------------------------------------------------- exercise 3: the native trn2 job
+
+
+def reference_trn2_job(image_uri, data_uri, checkpoint_uri, region, role):
+    """The lab's solution: Llama 2 7B on 2 x ml.trn2.48xlarge, FSDP2 over 64 replicas x TP 2, the course's script."""
+    from fmlab.jobs.spec import JobSpec
+
+    return JobSpec("trn2-llama2-7b", entry_point="entrypoints/train.py", instance_type="ml.trn2.48xlarge",
+                   instance_count=2, processes_per_host=64, distribution="torchrun", image=image_uri, region=region,
+                   role=role, inputs={"train": data_uri}, input_mode="FastFile", checkpoint_s3_uri=checkpoint_uri,
+                   hyperparameters={"model": "llama2-7b", "seq_len": 4096, "micro_batch": 1, "grad_accum": 4,
+                                    "sharding": "full", "tp": 2, "backend": "auto", "mixed_precision": "bf16"},
+                   environment={"FI_PROVIDER": "efa"}, max_run_seconds=24 * 3600, volume_gb=512)
+
+
+TRN2_HINT = ("instance_type 'ml.trn2.48xlarge'; processes_per_host 64 (one per logical NeuronCore) with "
+             "distribution 'torchrun'; image the given image_uri and region the given region; hyperparameters of "
+             "fmlab.train with backend 'auto' (the script picks 'neuron' there) and a tp that divides 64 and the "
+             "model's heads")
+
+
+def check_trn2_job(trn2_job, work) -> bool:
+    """Exercise 3: trn2_job(**TRN2_ARGS) -> a JobSpec that fmlab.neuron.native.trn2_problems accepts and whose
+    CreateTrainingJob request passes botocore's SageMaker model."""
+    import json
+
+    from fmlab.jobs.request import capture_request
+    from fmlab.jobs.spec import JobSpec, JobSpecInvalid
+    from fmlab.neuron.native import ENTRY_POINT, trn2_problems
+    from fmlab.sandbox.validate import problems_in
+
+    ex = "ex3_trn2_job"
+    if not callable(trn2_job):
+        return LAB.report(ex, False, "give the function trn2_job itself (no parentheses)")
+    base = _fresh(work, "ex3")
+    try:
+        spec = trn2_job(**TRN2_ARGS)
+    except NotImplementedError:
+        return LAB.report(ex, False, f"not answered yet: trn2_job still raises NotImplementedError. Hint: {TRN2_HINT}")
+    if not isinstance(spec, JobSpec):
+        return LAB.report(ex, False, f"trn2_job returned {type(spec).__name__}; return a fmlab.jobs.JobSpec")
+    problems = trn2_problems(spec)
+    if spec.entry_point != ENTRY_POINT:
+        problems.append(f"entry_point {spec.entry_point!r}: the native path runs the course's own script, "
+                        f"{ENTRY_POINT!r}, not the NxD one")
+    if spec.image != TRN2_ARGS["image_uri"]:
+        problems.append("image: use the image_uri you are given (your TorchNeuron image)")
+    if problems:
+        return LAB.report(ex, False, "; ".join(problems) + f". Hint: {TRN2_HINT}")
+    try:
+        captured = capture_request(spec, backend="sagemaker")
+    except (JobSpecInvalid, ValueError) as e:
+        return LAB.report(ex, False, f"the SDK could not build the request: {e}")
+    found = problems_in(captured.request)
+    (base / "request.json").write_text(json.dumps(captured.request, indent=1, default=str))
+    if found:
+        return LAB.report(ex, False, f"botocore's SageMaker model rejects the request: {found}")
+    res = captured.request["ResourceConfig"]
+    return LAB.report(ex, True, f"{res['InstanceCount']} x {res['InstanceType']}, {spec.processes()} processes per "
+                      f"host, tp {spec.hyperparameters.get('tp', 1)}, image {spec.image.split('/')[-1]}: device, image "
+                      f"and layout fit Trainium2, and the request passes botocore's model ({base / 'request.json'})")
 
 
 def summary() -> None:

@@ -10,7 +10,9 @@ Files, from a Hugging Face folder to a trn1 job and back:
 - convert.py   hf_to_nxd / nxd_to_hf and the tables the notebook shows
 - model.py     a Llama built on NxD's parallel layers, with the converter's key names and shard shapes
 - train.py     the training script the trn1 job runs (entrypoints/neuron_train.py calls its main)
-- job.py       the trn1 job: Trn1TrainingSettings -> a JobSpec for fmlab.jobs
+- job.py       the trn1 job: Trn1TrainingSettings -> a JobSpec for fmlab.jobs, pinned to the last NxD container
+- status.py    which Trainium training stack is current and which is at end of support, with sources and dates
+- native.py    the native path: the course's own FSDP2/DTensor script on trn2 with TorchNeuron (no conversion)
 """
 
 from fmlab.neuron.convert import (

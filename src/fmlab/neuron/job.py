@@ -1,5 +1,11 @@
 """The trn1 training job: continued pretraining of a converted Llama with Neuron Distributed on SageMaker.
 
+THE PATH FOR EXISTING NxD USERS, PINNED. NxD Training and the NxD Core training APIs are at end of support
+(maintenance from Neuron 2.30, end of support as of 2.32: fmlab.neuron.status, with sources), so this job runs
+the LAST Neuron training container that ships NxD Training, Neuron 2.30.0's
+pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04 (fmlab.jobs.images), and nothing newer will
+come. For new work on Trainium see fmlab.neuron.native (trn2, native PyTorch).
+
 `Trn1TrainingSettings` holds what the job needs to know (instances, TP/PP sizes, sequence, batch, Neuron
 environment); its defaults are the Llama 2 70B worked example (TP 8, PP 8, 4,096-token sequences, global
 batch 512, 8 x ml.trn1.32xlarge). `trn1_job_spec` turns it into a `JobSpec` for the course's jobs layer, so the
@@ -48,10 +54,15 @@ class NeuronEnvVar:
     purpose: str
 
 
+# XLA_DOWNCAST_BF16=1 made torch-xla keep float32 tensors as bf16 on the device; "Neuron Release 2.24 will be the
+# last release to support" it (Neuron announcement "end of support XLA_USE_BF16 and XLA_DOWNCAST_BF16", read
+# 2026-11-23), so it is set only for images of Neuron 2.24 or older (`env()`); newer ones need autocast or
+# model.to(torch.bfloat16) in the script.
+DOWNCAST_BF16 = NeuronEnvVar("XLA_DOWNCAST_BF16", "1", "torch-xla keeps torch.float32 tensors as bf16 on the device "
+                             "(and float64 as fp32); supported up to Neuron 2.24 only")
+LAST_SDK_WITH_DOWNCAST = (2, 24)
+
 NEURON_ENVIRONMENT = (
-    NeuronEnvVar("XLA_DOWNCAST_BF16", "1", "torch-xla keeps torch.float32 tensors as bf16 on the device (and "
-                 "float64 as fp32): bf16 training without changing the model code. Deprecated from Neuron 2.23 "
-                 "in favour of autocast or model.to(torch.bfloat16)"),
     NeuronEnvVar("NEURON_CC_FLAGS", f"--model-type=transformer --distribution-strategy=llm-training "
                  f"--enable-saturate-infinity --cache_dir={CACHE_DIR}",
                  "neuronx-cc compiler flags: transformer-tuned and LLM-training optimisations, infinities "
@@ -88,7 +99,7 @@ class Trn1TrainingSettings:
     warmup_steps: int = 100
     checkpoint_every: int = 100
     keep_checkpoints: int = 2
-    image_version: str = IMAGES["neuron"].default_version  # PyTorch of the Neuron container (job_images)
+    image_version: str = IMAGES["neuron"].default_version  # PyTorch of the Neuron container: 2.9.0, Neuron 2.30.0
     input_mode: str = "FastFile"
     max_run_seconds: int = 2 * 24 * 3600
     keep_alive_seconds: int = 600  # warm pool
@@ -101,7 +112,8 @@ class Trn1TrainingSettings:
         return neuron_sdk(self.image_version)
 
     def image_uri(self, region: str = "us-east-1") -> str:
-        """The Neuron PyTorch training container, e.g. ...pytorch-training-neuronx:2.1.2-neuronx-py310-sdk2.20.2-..."""
+        """The Neuron PyTorch training container: ...pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04
+        by default, the last with NxD Training (fmlab.neuron.status)."""
         return _image_uri("neuron", region, self.image_version)
 
     @property
@@ -129,7 +141,9 @@ class Trn1TrainingSettings:
         return NxdLayout(self.tensor_parallel, self.pipeline_parallel, self.qkv_linear, self.kv_size_multiplier)
 
     def env(self) -> dict[str, str]:
-        return {v.name: v.value for v in self.environment}
+        """The job's environment: `environment`, plus XLA_DOWNCAST_BF16 on images of Neuron 2.24 or older."""
+        extra = (DOWNCAST_BF16,) if _sdk_tuple(self.neuron_sdk) <= LAST_SDK_WITH_DOWNCAST else ()
+        return {v.name: v.value for v in (*extra, *self.environment)}
 
     def hyperparameters(self) -> dict:
         """The arguments of fmlab.neuron.train (the job's hyperparameters, passed as --name value)."""
@@ -168,6 +182,10 @@ class Trn1TrainingSettings:
             neuron_sdk(self.image_version)
         except ImageError as e:
             raise NeuronLayoutError(str(e)) from None
+
+
+def _sdk_tuple(sdk: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in sdk.split("."))
 
 
 LLAMA2_70B_TRN1 = Trn1TrainingSettings()

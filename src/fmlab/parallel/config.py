@@ -19,7 +19,7 @@ from fmlab.plan.compute import PlanError
 SHARDINGS = ("none", "full", "hybrid")
 CHECKPOINTING = ("none", "full", "selective")
 PRECISIONS = ("auto", "bf16", "fp32")
-BACKENDS = ("auto", "gloo", "nccl", "smddp")
+BACKENDS = ("auto", "gloo", "nccl", "neuron", "smddp")
 
 
 @dataclass
@@ -33,7 +33,7 @@ class ParallelConfig:
     activation_offloading: bool = False
     offload_horizon: int = 2  # SMP's activation_loading_horizon, kept for the GPU path
     mixed_precision: str = "auto"  # "auto" (bf16 on a GPU that supports it, fp32 on CPU) | "bf16" | "fp32"
-    backend: str = "auto"  # "auto" (nccl on GPU, gloo on CPU) | "gloo" | "nccl" | "smddp"
+    backend: str = "auto"  # "auto" (nccl on GPU, neuron on Trainium2/3, gloo on CPU) | "gloo" | "nccl" | "neuron" | "smddp"
 
     def check(self, world_size: int, model_preset=None) -> ParallelConfig:
         """Raise PlanError naming the fix if this layout cannot run on `world_size` processes; return self."""

@@ -1,5 +1,14 @@
-"""Join the process group and build the device mesh: the backend (gloo, nccl, smddp) and the 3-D mesh
-(dp_replicate, dp_shard, tp) every layout of fmlab.parallel is placed on.
+"""Join the process group and build the device mesh: the device (cuda, neuron, cpu), the backend (gloo, nccl,
+neuron, smddp) and the 3-D mesh (dp_replicate, dp_shard, tp) every layout of fmlab.parallel is placed on.
+
+    choose_device()                # DeviceChoice("cuda", "nccl") on a GPU, ("neuron", "neuron") on trn2, else cpu/gloo
+
+The device comes from where the script runs, so the same training script runs on a GPU instance, on Trainium2
+with TorchNeuron (native PyTorch on Neuron: `import torch_neuronx` registers the "neuron" device and the
+"neuron" process-group backend; Neuron docs "How to use torch.distributed on Neuron", read 2026-11-23) and on a
+laptop. CUDA wins when both could answer; Neuron counts only when torch_neuronx imports AND torch.accelerator
+reports a neuron device (TorchNeuron registers through PyTorch's PrivateUse1 mechanism, "code written against
+torch.accelerator needs no change": Neuron docs "TorchNeuron: Native PyTorch on AWS Neuron").
 
     dist = init_distributed(cfg)   # torchrun's RANK / WORLD_SIZE / LOCAL_RANK, or a world of 1
     dist = init_distributed(cfg, timeout=600)   # a collective waiting 600 s for a peer raises instead
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -35,8 +45,46 @@ from fmlab.parallel.smp import smp_available, smp_init
 from fmlab.plan.compute import PlanError
 
 
+@dataclass(frozen=True)
+class DeviceChoice:
+    """The device type this process trains on and the process-group backend that goes with it."""
+
+    device: str  # "cuda" | "neuron" | "cpu"
+    backend: str  # "nccl" | "neuron" | "gloo"
+    why: str
+
+
+BACKEND_OF = {"cuda": "nccl", "neuron": "neuron", "cpu": "gloo"}
+
+
+def cuda_present() -> bool:
+    return torch.cuda.is_available()
+
+
+def neuron_present() -> bool:
+    """True only where TorchNeuron is installed and a Neuron device is visible (a trn2/trn3 instance)."""
+    try:
+        import torch_neuronx  # noqa: F401  (registers the "neuron" device and backend)
+    except ImportError:
+        return False
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None or not accelerator.is_available():
+        return False
+    current = accelerator.current_accelerator()
+    return current is not None and current.type == "neuron"
+
+
+def choose_device() -> DeviceChoice:
+    """cuda if a GPU is visible, else neuron if TorchNeuron sees a Neuron device, else cpu; with its backend."""
+    if cuda_present():
+        return DeviceChoice("cuda", "nccl", "torch.cuda.is_available()")
+    if neuron_present():
+        return DeviceChoice("neuron", "neuron", "torch_neuronx imported and torch.accelerator is a neuron device")
+    return DeviceChoice("cpu", "gloo", "no CUDA GPU and no Neuron device")
+
+
 def resolve_backend(cfg: ParallelConfig) -> str:
-    """The torch.distributed backend to use: smddp only when asked and importable."""
+    """The torch.distributed backend to use: smddp only when asked and importable; "auto" from choose_device()."""
     if cfg.backend == "smddp":
         try:
             import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401  (registers the "smddp" backend)
@@ -46,7 +94,7 @@ def resolve_backend(cfg: ParallelConfig) -> str:
         return "smddp"
     if cfg.backend != "auto":
         return cfg.backend
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    return choose_device().backend
 
 
 def build_mesh(cfg: ParallelConfig, world_size: int, device_type: str):
@@ -126,6 +174,11 @@ def init_distributed(cfg: ParallelConfig, timeout: float | None = None) -> DistI
             raise PlanError(f"backend {backend!r} needs CUDA GPUs; on a CPU use backend='gloo' (or 'auto')")
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
+    elif backend == "neuron":
+        if not neuron_present():
+            raise PlanError("backend 'neuron' needs TorchNeuron (torch-neuronx 2.13+) and a Neuron device (trn2, "
+                            "trn3); here use backend='auto'")
+        device = torch.device("neuron")  # the process's logical NeuronCore, as Neuron's torch.distributed guide does
     else:
         device = torch.device("cpu")
     if timeout is not None and not timeout > 0:

@@ -15,12 +15,15 @@ import torch
 
 
 def compute_dtype(cfg, device: torch.device) -> torch.dtype:
-    """bf16 or fp32, from cfg.mixed_precision: 'auto' picks bf16 only on a GPU that supports it."""
+    """bf16 or fp32, from cfg.mixed_precision: 'auto' picks bf16 on a GPU that supports it and on Trainium (the
+    dtype its matrix units run at their quoted peak; TorchNeuron takes torch.autocast(device_type="neuron"))."""
     if cfg.mixed_precision == "fp32":
         return torch.float32
     if cfg.mixed_precision == "bf16":
         return torch.bfloat16
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    if device.type == "neuron":
         return torch.bfloat16
     return torch.float32
 

@@ -73,7 +73,7 @@ class TrainConfig:
     activation_offloading: bool = False  # move what each layer keeps for backward to host memory
     offload_horizon: int = 2  # layers whose activations are fetched back ahead of the backward pass
     mixed_precision: str = "auto"  # auto | bf16 | fp32
-    backend: str = "auto"  # auto | gloo | nccl | smddp
+    backend: str = "auto"  # auto (from the device: nccl, neuron or gloo) | gloo | nccl | neuron | smddp
     mp_parameters: str = ""  # SMP v2 settings as JSON; when given they set the layout
     ignored: list[str] = field(default_factory=list)  # arguments seen but not understood (reported)
 

@@ -40,8 +40,9 @@ def peak_tflops_of(device, override: float = 0.0) -> float | None:
     if override > 0:
         return override
     instance = os.environ.get("SM_CURRENT_INSTANCE_TYPE", "")
-    if instance in catalog.INSTANCES:
-        return catalog.INSTANCES[instance].peak_tflops_bf16
+    if instance in catalog.INSTANCES:  # per process: a Trainium chip runs several (one per logical NeuronCore)
+        inst = catalog.INSTANCES[instance]
+        return inst.peak_tflops_bf16 / catalog.PROCESSES_PER_DEVICE.get(inst.accelerator, 1)
     if getattr(device, "type", "cpu") == "cuda":
         import torch
 

@@ -1,4 +1,4 @@
-"""Decks 01-08: each opens with learning objectives, shows at least one figure drawn by the package, and keeps
+"""Decks 01-10: each opens with learning objectives, shows at least one figure drawn by the package, and keeps
 maintainer notes (test files, library versions) out of its speaker notes; the new figures show what the package
 computes.
 
@@ -20,17 +20,18 @@ from fmlab.plan import catalog, compute
 from fmlab.plan.layout import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
-DECKS = sorted(p for p in (ROOT / "slides").glob("0[1-8]_*.md"))
+DECKS = sorted(p for p in (ROOT / "slides").glob("[0-9][0-9]_*.md"))
 OBJECTIVES = re.compile(r"^##\s+(learning\s+)?objectives\b", re.IGNORECASE)
 # what a learner does not need in the speaker notes: the test suite, and pinned library versions
+TEST_SUITE = re.compile(r"tests?/\w|test_\w+\.py|\btested\b|\bthe tests\b|test[- ]suite", re.IGNORECASE)
 MAINTAINER = re.compile(
-    r"tests?/\w|test_\w+\.py|\btested\b|\bthe tests\b|test[- ]suite|"
+    TEST_SUITE.pattern + "|"
     r"\b(py)?torch\s+v?\d+\.\d+|\b(transformers|sagemaker(-train|-core)?|nbconvert|papermill|numpy|matplotlib|"
     r"boto3|botocore|neuronx[-\w]*|reveal\.js|katex|accelerate|datasets|python)\s+v?\d+\.\d+", re.IGNORECASE)
 
 
-def test_decks_01_to_08_are_all_here():
-    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08"]
+def test_decks_01_to_10_are_all_here():
+    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
 
 
 @pytest.mark.parametrize("path", DECKS, ids=lambda p: p.name[:2])
@@ -51,13 +52,18 @@ def test_each_deck_shows_a_figure_of_the_package(path):
     assert set(deck.figures) <= set(figures.FIGURES)
 
 
+# Deck 09 teaches which Neuron release pairs with which PyTorch: versions are its subject, not maintainer notes.
+VERSIONS_ARE_THE_SUBJECT = {"09"}
+
+
 @pytest.mark.parametrize("path", DECKS, ids=lambda p: p.name[:2])
 def test_speaker_notes_hold_no_maintainer_notes(path):
     deck = read_deck(path)
+    rule = TEST_SUITE if path.name[:2] in VERSIONS_ARE_THE_SUBJECT else MAINTAINER
     for h, stack in enumerate(deck.stacks, start=1):
         for v, slide in enumerate(stack, start=1):
             for line in slide.notes.splitlines():
-                assert not MAINTAINER.search(line), f"{path.name} slide {h}.{v} notes: {line.strip()!r}"
+                assert not rule.search(line), f"{path.name} slide {h}.{v} notes: {line.strip()!r}"
 
 
 def test_the_maintainer_pattern_catches_what_it_should():

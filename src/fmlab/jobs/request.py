@@ -146,14 +146,15 @@ def _channel(name: str, source: str, input_mode: str):
 
 
 @contextlib.contextmanager
-def _quiet_sdk():
-    """The SDK logs every upload at INFO; keep a notebook's output to what the course prints."""
+def quiet_sdk(level: int | None = None):
+    """The SDK logs every upload at INFO; keep a notebook's output to what the course prints (WARNING and up,
+    or `level`)."""
     import logging
 
     loggers = [logging.getLogger(n) for n in ("sagemaker", "sagemaker.train", "sagemaker.core", "botocore")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.WARNING)
+        lg.setLevel(logging.WARNING if level is None else level)
     try:
         yield
     finally:
@@ -172,7 +173,7 @@ def capture_request(spec: JobSpec, backend: str = "local") -> CapturedRequest:
     bucket = spec.bucket or LOCAL_BUCKET_NAME
     role = spec.role or (LOCAL_ROLE if backend == "local" else None)
     captured: dict = {}
-    with tempfile.TemporaryDirectory(prefix="fmlab-source-") as tmp, _quiet_sdk(), \
+    with tempfile.TemporaryDirectory(prefix="fmlab-source-") as tmp, quiet_sdk(), \
             mock.patch.dict(os.environ, {"SAGEMAKER_VALIDATE_ROLE": "false"}), mock_aws():
         import boto3
         from sagemaker.core.helper.session_helper import Session

@@ -24,11 +24,12 @@ degree for a 30B model.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from unittest import mock
 
+from fmlab.jobs.request import quiet_sdk
 from fmlab.sandbox.validate import RequestInvalid, problems_in
 
 OPERATIONS = ("CreateModel", "CreateEndpointConfig", "CreateEndpoint")
@@ -124,21 +125,6 @@ def _hooks(boto_session, captured: dict, validate: bool, send: bool) -> None:
         boto_session.events.register(f"provide-client-params.sagemaker.{op}", hook)
 
 
-@contextlib.contextmanager
-def _quiet():
-    import logging
-
-    loggers = [logging.getLogger(n) for n in ("sagemaker", "sagemaker.core", "botocore")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
-
-
 def endpoint_requests(spec: EndpointSpec, validate: bool = True) -> dict[str, dict]:
     """CreateModel, CreateEndpointConfig and CreateEndpoint as SDK v3 makes them, recorded by a botocore hook
     that stops each call before it is signed or sent (placeholder credentials, no AWS); RequestInvalid names
@@ -149,7 +135,7 @@ def endpoint_requests(spec: EndpointSpec, validate: bool = True) -> dict[str, di
     captured: dict[str, dict] = {}
     placeholder = {"AWS_ACCESS_KEY_ID": "not-sent", "AWS_SECRET_ACCESS_KEY": "not-sent", "AWS_SESSION_TOKEN": "not-sent",
                    "AWS_DEFAULT_REGION": spec.region}
-    with _quiet(), mock.patch.dict(os.environ, placeholder):
+    with quiet_sdk(logging.ERROR), mock.patch.dict(os.environ, placeholder):
         session = boto3.Session(region_name=spec.region)
         _hooks(session, captured, validate, send=False)
         _sdk_calls(spec, session, dry_run=True)

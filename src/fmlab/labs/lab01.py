@@ -38,7 +38,6 @@ test_lab01.py has the plausible mistakes each check must catch). The solved lab'
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -49,7 +48,7 @@ import torch
 import torch.distributed as dist
 
 from fmlab.labs import Lab, world
-from fmlab.labs.world import World
+from fmlab.labs.world import World, fresh_folder
 from fmlab.plan import catalog, compute
 
 LAB = Lab("lab 01", ["ex1_matmul_flops", "ex2_bus_bandwidth", "ex3_predict_step"])
@@ -245,13 +244,6 @@ def on_ranks(fn: Callable[[int, int], object], work, world_size: int = WORLD, na
     return w.results
 
 
-def _fresh(work, name: str) -> Path:
-    base = Path(work) / name
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    return base
-
-
 def _number(value, what: str) -> float:
     """`value` as a float, or a ValueError that says what was expected."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
@@ -404,7 +396,7 @@ def check_matmul_flops(measure_matmul_flops, work) -> bool:
     ex = "ex1_matmul_flops"
     if not callable(measure_matmul_flops):
         return LAB.report(ex, False, "give the function measure_matmul_flops itself (no parentheses)")
-    base = _fresh(work, "ex1")
+    base = fresh_folder(work, "ex1")
 
     def exact(rank, world_size):
         return {"value": measure_matmul_flops(PAD_MATMUL_N, MATMUL_REPEATS), "seconds": _PADDED["seconds"]}
@@ -465,7 +457,7 @@ def check_bus_bandwidth(measure_bus_bandwidth, work) -> bool:
     ex = "ex2_bus_bandwidth"
     if not callable(measure_bus_bandwidth):
         return LAB.report(ex, False, "give the function measure_bus_bandwidth itself (no parentheses)")
-    base = _fresh(work, "ex2")
+    base = fresh_folder(work, "ex2")
     nbytes = gradient_bytes()
 
     def exact(rank, world_size):
@@ -554,7 +546,7 @@ def _measure_rank(rank: int, world_size: int) -> list[tuple[float, float, float,
 def measure_step(work) -> Measured:
     """Run the 2-rank world of exercise 3's check: the matmul FLOP/s, the all-reduce of the gradients, the step
     without communication and the DDP step, ROUNDS times, interleaved; the medians."""
-    w = run_world(_measure_rank, _fresh(work, "ex3") / "logs")
+    w = run_world(_measure_rank, fresh_folder(work, "ex3") / "logs")
     if not w.ok:
         raise RuntimeError(f"the lab's own measurement failed: {w.failure()}")
     flops, allreduce, local_s, ddp_s = zip(*w.results[0], strict=True)

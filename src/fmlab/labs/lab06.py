@@ -32,7 +32,6 @@ process and compare its shards with the expected slices, so a wrong slice is nam
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fmlab.labs import Lab
-from fmlab.labs.world import World, differences, first_lines, run_world
+from fmlab.labs.world import World, differences, first_lines, fresh_folder, run_world
 from fmlab.parallel.linear import CopyToParallelRegion, ReduceFromParallelRegion
 
 LAB = Lab("lab 06", ["ex1_f_and_g", "ex2_mlp", "ex3_attention", "ex4_pipeline", "ex5_bubble"])
@@ -306,13 +305,6 @@ def expected_pipeline() -> dict:
 # ---------------------------------------------------------------- helpers for the checks
 
 
-def _fresh(work, name: str) -> Path:
-    base = Path(work) / name
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    return base
-
-
 def _factor(got, want) -> float | None:
     """k when got is k x want for some k clearly different from 1 (a doubled gradient, a missing sum)."""
     try:
@@ -403,7 +395,7 @@ def check_operators(copy, reduce, work) -> bool:
     if not (callable(copy) and callable(reduce)):
         return LAB.report(ex, False, "give the two classes themselves: check_operators(CopyToParallel, "
                           "ReduceFromParallel, work)")
-    base = _fresh(work, "ex1")
+    base = fresh_folder(work, "ex1")
     for world_size in WORLDS:
         world = run_world(_operators_run(copy, reduce), base / f"world{world_size}", world_size=world_size,
                           collective_timeout=COLLECTIVE_TIMEOUT)
@@ -567,7 +559,7 @@ def _check_layer(ex: str, cls, work, make, kind: str, names: list[str], hints: d
         return LAB.report(ex, False, f"give the class itself: {stub}, not an instance")
     if problem := _shard_problem(cls, make, names, hints, expected):
         return LAB.report(ex, False, problem)
-    base = _fresh(work, ex.split("_")[0])
+    base = fresh_folder(work, ex.split("_")[0])
     for world_size in WORLDS:
         world = run_world(_layer_run(cls, make, kind, names), base / f"world{world_size}", world_size=world_size,
                           collective_timeout=COLLECTIVE_TIMEOUT)
@@ -681,7 +673,7 @@ def check_pipeline(pipeline_step, work) -> bool:
     ex = "ex4_pipeline"
     if not callable(pipeline_step):
         return LAB.report(ex, False, "give the function pipeline_step itself (no parentheses)")
-    base = _fresh(work, "ex4")
+    base = fresh_folder(work, "ex4")
     world = run_world(_pipeline_run(pipeline_step), base / "world2", world_size=STAGES, prepare=_count_p2p,
                       collective_timeout=COLLECTIVE_TIMEOUT)
     if why := _world_failure(world, "the pipeline", "pipeline_step"):
@@ -817,7 +809,7 @@ def check_bubble(bubble_fraction, work, pipeline_step=None) -> bool:
                           "time, a GPipe step lasts m + p - 1 slots forward (and as many backward); each stage "
                           "works in m of them. (p - 1) / m, notebook 06's figure, is the idle time over the "
                           "compute time instead")
-    base = _fresh(work, "ex5")
+    base = fresh_folder(work, "ex5")
     rows, why = measure_bubble(pipeline_step, base) if callable(pipeline_step) else (None, "")
     whose = "your pipeline_step"
     if rows is None:

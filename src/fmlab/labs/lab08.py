@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 
 from fmlab.labs import Lab, world
-from fmlab.labs.world import World
+from fmlab.labs.world import World, fresh_folder
 
 LAB = Lab("lab 08", ["ex1_atomic_save", "ex2_latest_checkpoint", "ex3_resume"])
 
@@ -300,13 +300,6 @@ def show_disk(folder: str | os.PathLike) -> None:
     print("\n".join(listing(f) for f in found) if found else f"no checkpoints under {folder} (the checks write them)")
 
 
-def _fresh(work, name: str) -> Path:
-    base = Path(work) / name
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    return base
-
-
 _REFERENCE: dict[str, dict] = {}
 
 
@@ -407,7 +400,7 @@ def check_save(save_checkpoint, work) -> bool:
     ex = "ex1_atomic_save"
     if not callable(save_checkpoint):
         return LAB.report(ex, False, "give the function save_checkpoint itself (no parentheses)")
-    base = _fresh(work, "ex1")
+    base = fresh_folder(work, "ex1")
     out, rows = _save_problems(save_checkpoint, base)
     if out:
         detail = f"\n{out[1]}" if len(out) > 1 else ""
@@ -467,7 +460,7 @@ def check_latest(latest_checkpoint, work) -> bool:
     if not callable(latest_checkpoint):
         return LAB.report(ex, False, "give the function latest_checkpoint itself (no parentheses)")
     template = reference(work)["checkpoints"]
-    base = _fresh(work, "ex2")
+    base = fresh_folder(work, "ex2")
     wrong, rows = [], []
     for i, (what, actions, want) in enumerate(DAMAGE):
         folder = base / f"case{i}" / "checkpoints"
@@ -602,7 +595,7 @@ def check_resume(train, work, latest_checkpoint=None) -> bool:
     if not callable(train):
         return LAB.report(ex, False, "give the function train itself (no parentheses)")
     ref = reference(work)
-    base = _fresh(work, "ex3")
+    base = fresh_folder(work, "ex3")
     out, rows, worst = _resume_problems(train, latest_checkpoint, base, ref)
     if out:
         detail = f"\n{out[1]}" if len(out) > 1 else ""

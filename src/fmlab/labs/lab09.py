@@ -45,7 +45,6 @@ import contextlib
 import dataclasses
 import math
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +53,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from fmlab.labs import Lab, world
+from fmlab.labs.world import fresh_folder
 from fmlab.neuron.sharding import EMBED, HEAD, NORM, LlamaShape
 from fmlab.plan import catalog
 
@@ -216,13 +216,6 @@ def reference_tp_forward(input_ids, rank, world_size, nxd_dir):
 # ---------------------------------------------------------------- helpers of the checks
 
 
-def _fresh(work, name: str) -> Path:
-    base = Path(work) / name
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    return base
-
-
 def places() -> list[str]:
     """The residual stream's places, in model order: what `tp_forward` records and the check compares."""
     return ["embedding"] + [f"layer {i} {block}" for i in range(LAYERS) for block in ("attention", "mlp")]
@@ -319,7 +312,7 @@ def check_shard_attention(shard_attention, work) -> bool:
     ex = "ex1_shard_attention"
     if not callable(shard_attention):
         return LAB.report(ex, False, "give the function shard_attention itself (no parentheses)")
-    base = _fresh(work, "ex1")
+    base = fresh_folder(work, "ex1")
     hf_dir = make_tiny_llama(base / "tiny-llama")
     _, hf = read_hf_folder(hf_dir)
     rows = []
@@ -437,7 +430,7 @@ def check_tp_forward(tp_forward, work) -> bool:
     ex = "ex2_tp_forward"
     if not callable(tp_forward):
         return LAB.report(ex, False, "give the function tp_forward itself (no parentheses)")
-    base = _fresh(work, "ex2")
+    base = fresh_folder(work, "ex2")
     hf_dir, nxd_dir = convert_for_forward(base)
     want_logits, want_seen = hf_stream(hf_dir, INPUT_IDS)
     ran = world.run_world(_calling(tp_forward, nxd_dir), base / "logs", WORLD, WORLD_TIMEOUT, prepare=_only_own_shard,
@@ -521,7 +514,7 @@ def check_trn2_job(trn2_job, work) -> bool:
     ex = "ex3_trn2_job"
     if not callable(trn2_job):
         return LAB.report(ex, False, "give the function trn2_job itself (no parentheses)")
-    base = _fresh(work, "ex3")
+    base = fresh_folder(work, "ex3")
     try:
         spec = trn2_job(**TRN2_ARGS)
     except NotImplementedError:

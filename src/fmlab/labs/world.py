@@ -200,6 +200,14 @@ def run_world(fn: Callable[[int, int], object], logs: str | os.PathLike, world_s
                  text("fault"), timed_out, seconds, timeout)
 
 
+def fresh_folder(work: str | os.PathLike, name: str) -> Path:
+    """`work/name`, emptied: each check starts from a clean folder, so leftovers of an earlier run never count."""
+    base = Path(work) / name
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    return base
+
+
 # ---------------------------------------------------------------- comparing with a reference
 
 

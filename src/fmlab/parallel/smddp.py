@@ -1,20 +1,28 @@
-"""SageMaker's data-parallel library (SMDDP, the `smddp` backend): where it runs, which launcher it needs, and
-the command SageMaker's SDK v3 driver builds for a job.
+"""SageMaker's data-parallel library (SMDDP, the `smddp` backend): where it runs, which launcher it needs, the
+command SageMaker's SDK v3 driver builds for a job, and what SDK v2's SMDDP runner added that SDK v3 does not.
 
     from fmlab.parallel import smddp
     smddp.smddp_advice("ml.p4d.24xlarge", instances=16)
     smddp.sagemaker_command(Torchrun(process_count_per_node=8), "ml.p4d.24xlarge", 2, {"max_steps": 100})
     smddp.mpirun_ranks(command)            # {"total": 8, "per_host": {...}}: what Open MPI will start
     smddp.mpi_launch(8, instances=2)       # the MPI(...) settings that start 16 ranks, 8 per instance
+    smddp.v2_runner_gaps(command)          # what SDK v2's runner set for SMDDP, and whether `command` has it
+    smddp.driver_drift()                   # [] while the installed SDK builds the commands the course expects
+
+SMDDP is frozen (fmlab.parallel.status: only in images with PyTorch <= 2.5.1, p4d/p4de only) and SDK v3 has no
+SMDDP launcher: its MPI driver runs plain `mpirun ... python -m mpi4py`, without the `smddprun` and the
+SMDATAPARALLEL_* variables SDK v2's runner set. The course therefore teaches NCCL as the default and SMDDP under
+SDK v3 as untested by AWS (status.LAUNCH_DECISION).
 
 SDK v3's MPI driver (sagemaker-train, container_drivers/distributed_drivers/mpi_driver.py and mpi_utils.py,
-read in sagemaker-train 1.27.0) writes `--host algo-1:8,algo-2:8` and passes `process_count_per_node` as
-mpirun's `-np`. In Open MPI `-np` is the TOTAL number of processes, so on 2 x p4d it starts 8 ranks, all on
-algo-1, for 16 GPUs. `mpi_launch` works around it: `-np` = every rank of the job, placed 8 per node with
-`--map-by ppr:8:node`.
+read in sagemaker-train 1.27.0, the version pyproject.toml pins) writes `--host algo-1:8,algo-2:8` and passes
+`process_count_per_node` as mpirun's `-np`. In Open MPI `-np` is the TOTAL number of processes, so on 2 x p4d it
+starts 8 ranks, all on algo-1, for 16 GPUs. `mpi_launch` works around it: `-np` = every rank of the job, placed
+8 per node with `--map-by ppr:8:node`. That rests on the driver's behaviour in 1.27.0: `driver_drift` (and
+tests/parallel/test_sdk_drivers.py) runs the installed driver's own main() offline and says when it changes.
 
 Used by notebooks/04_data_parallel.ipynb and labs/lab_04_data_parallel.ipynb; the traffic arithmetic is in
-fmlab.parallel.traffic. Tested by tests/parallel/test_data_parallel.py.
+fmlab.parallel.traffic. Tested by tests/parallel/test_data_parallel.py and tests/parallel/test_sdk_drivers.py.
 """
 
 from __future__ import annotations
@@ -23,14 +31,15 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+
+from fmlab.parallel import status
 
 # ---------------------------------------------------------------- SMDDP: where it runs and how it is launched
 
-# "The SMDDP library supports P4 and P4de instances" (SageMaker developer guide, "Compatibility with the SMDDP
-# library optimized for AWS infrastructure", SMP v2); check "Supported frameworks, AWS Regions, and instance
-# types" of the SMDDP library for the current list.
-SMDDP_INSTANCES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
+# "The SMDDP library supports P4 and P4de instances" (fmlab.parallel.status.SMDDP_INSTANCES, with its source).
+SMDDP_INSTANCES = status.SMDDP_INSTANCE_TYPES
 # "If you chose to replace NCCL AllReduce with SMDDP AllReduce, you must choose one of the mpirun-based
 # options" while AllGather works with all launchers (developer guide, "Use the PyTorch framework estimators in
 # the SageMaker Python SDK"). SDK v3: MPI(...) runs mpirun, Torchrun(...) runs torchrun.
@@ -90,7 +99,7 @@ def sagemaker_command(distributed, instance_type: str, instance_count: int, hype
     config.pop("smp", None)
     env = {"SM_ENTRY_SCRIPT": entry_script, "SM_DISTRIBUTED_CONFIG": json.dumps(config),
            "SM_HPS": json.dumps(hyperparameters), "SM_HOST_COUNT": str(instance_count), "SM_HOSTS": json.dumps(hosts),
-           "SM_MASTER_ADDR": hosts[0], "SM_MASTER_PORT": "7777", "SM_CURRENT_HOST_RANK": "0",
+           "SM_MASTER_ADDR": hosts[0], "SM_MASTER_PORT": "7777", "SM_CURRENT_HOST_RANK": "0", "SM_CURRENT_HOST": hosts[0],
            "SM_CURRENT_INSTANCE_TYPE": instance_type, "SM_NUM_GPUS": str(devices), "SM_NETWORK_INTERFACE_NAME": "eth0",
            "PATH": "/usr/bin:/bin"}
     if hasattr(distributed, "smp") and distributed.smp is not None:
@@ -145,19 +154,99 @@ from distributed_drivers import torchrun_driver
 print(json.dumps(torchrun_driver.create_commands()))
 """
 
-# The same calls as the SDK's mpi_driver.main() on the master host, without starting sshd or mpirun.
+# The SDK's own mpi_driver.main() on the master host, with its side effects (writing /etc/environment, sshd,
+# waiting for the workers over SSH, running mpirun, touching the workers' status files) replaced: the command it
+# would execute is printed instead.
 _MPI_SCRIPT = """
-import json, os, sys
+import json, sys
 sys.path.insert(0, sys.argv[1])
-from common.utils import get_process_count, hyperparameters_to_cli_args
-from distributed_drivers.mpi_utils import get_mpirun_command
-config = json.loads(os.environ["SM_DISTRIBUTED_CONFIG"])
-hosts = json.loads(os.environ["SM_HOSTS"])
-count = get_process_count(int(config["process_count_per_node"] or 0))
-if count > 1:
-    hosts = [f"{h}:{count}" for h in hosts]
-command = get_mpirun_command(host_count=len(hosts), host_list=hosts, num_processes=count,
-                             additional_options=config["mpi_additional_options"] or [],
-                             entry_script_path=os.environ["SM_ENTRY_SCRIPT"])
-print(json.dumps(command + hyperparameters_to_cli_args(json.loads(os.environ["SM_HPS"]))))
+from distributed_drivers import mpi_driver
+ran = []
+for name in ("write_env_vars_to_file", "start_sshd_daemon", "bootstrap_master_node", "write_status_file_to_workers"):
+    setattr(mpi_driver, name, lambda *a, **k: None)
+mpi_driver.execute_commands = lambda command: (ran.append(command), (0, ""))[1]
+mpi_driver.main()
+print(json.dumps(ran[0]))
 """
+
+# ---------------------------------------------------------------- the SDK version the course was checked against
+
+SDK_DISTRIBUTION = "sagemaker-train"
+SDK_CHECKED = "1.27.0"  # pyproject.toml pins it; re-read the drivers and update EXPECTED_* when you move the pin
+REFERENCE_JOB = {"instance_type": "ml.p4d.24xlarge", "instance_count": 2,
+                 "hyperparameters": {"backend": "nccl", "max_steps": 10}}
+PYTHON = "<python>"  # the driver's get_python_executable(): the container's interpreter
+# What sagemaker-train 1.27.0's drivers run on algo-1 for REFERENCE_JOB (read from the installed package on
+# 2026-11-24 by driver_commands(); the MPI one for MPI(**mpi_launch(8, instances=2))).
+EXPECTED_TORCHRUN_COMMAND = [
+    "torchrun", "--nnodes=2", "--nproc_per_node=8", "--master_addr=algo-1", "--master_port=7777", "--node_rank=0",
+    "entrypoints/train.py", "--backend", "nccl", "--max_steps", "10"]
+EXPECTED_MPI_COMMAND = [
+    "mpirun", "--host", "algo-1:16,algo-2:16", "-np", "16", "--allow-run-as-root", "--tag-output",
+    "-mca", "btl_tcp_if_include", "eth0", "-mca", "oob_tcp_if_include", "eth0", "-mca", "plm_rsh_no_tree_spawn", "1",
+    "-mca", "pml", "ob1", "-mca", "btl", "^openib", "-mca", "orte_abort_on_non_zero_status", "1",
+    "-mca", "btl_vader_single_copy_mechanism", "none", "-mca", "plm_rsh_num_concurrent", "2",
+    "-x", "NCCL_SOCKET_IFNAME=eth0", "-x", "LD_LIBRARY_PATH", "-x", "PATH", "--map-by", "ppr:8:node",
+    "-x", "FI_PROVIDER=efa", "-x", "NCCL_PROTO=simple", "-x", "FI_EFA_USE_DEVICE_RDMA=1",
+    PYTHON, "-m", "mpi4py", "entrypoints/train.py", "--backend", "nccl", "--max_steps", "10"]
+
+
+def installed_sdk() -> str:
+    """The installed sagemaker-train version."""
+    return metadata.version(SDK_DISTRIBUTION)
+
+
+def driver_commands() -> dict[str, list[str]]:
+    """What the installed SDK's Torchrun and MPI drivers run for REFERENCE_JOB (the interpreter as PYTHON)."""
+    from sagemaker.train.distributed import MPI, Torchrun
+
+    job = REFERENCE_JOB
+    torchrun = sagemaker_command(Torchrun(process_count_per_node=8), job["instance_type"], job["instance_count"],
+                                 job["hyperparameters"])
+    mpi = sagemaker_command(MPI(**mpi_launch(8, instances=job["instance_count"])), job["instance_type"],
+                            job["instance_count"], job["hyperparameters"])
+    mpi = [PYTHON if part.endswith(("/python", "/python3")) or part in ("python", "python3") else part for part in mpi]
+    return {"Torchrun": torchrun, "MPI": mpi}
+
+
+def driver_drift() -> list[str]:
+    """How the installed SDK's drivers differ from the ones the course was checked against; [] when they do not."""
+    out = []
+    if installed_sdk() != SDK_CHECKED:
+        out.append(f"{SDK_DISTRIBUTION} {installed_sdk()} is installed; the course was checked against {SDK_CHECKED} "
+                   "(pyproject.toml pins it): reinstall with `make setup`, or re-read the drivers and update the pin")
+    got = driver_commands()
+    for name, expected in (("Torchrun", EXPECTED_TORCHRUN_COMMAND), ("MPI", EXPECTED_MPI_COMMAND)):
+        if got[name] != expected:
+            first = next((i for i, (a, b) in enumerate(zip(got[name], expected, strict=False)) if a != b),
+                         min(len(got[name]), len(expected)))
+            out.append(f"the {name} driver now builds {' '.join(got[name][max(0, first - 2):first + 4])!r} where the "
+                       f"course expects {' '.join(expected[max(0, first - 2):first + 4])!r} (argument {first}): "
+                       "re-check smddp.mpi_launch and notebook 04 against the new driver")
+    return out
+
+
+# ---------------------------------------------------------------- what SDK v2's SMDDP runner added
+
+# Each piece SDK v2's runner put on the mpirun command line for SMDDP (status.V2_RUNNER: aws/sagemaker-training-
+# toolkit smdataparallel.py, read 2026-11-24), with what it is for. "=" ends a prefix whose value varies.
+V2_RUNNER_PIECES = (
+    ("smddprun", "SMDDP's launcher binary, between mpirun and `python -m mpi4py <script>`"),
+    ("SMDATAPARALLEL_USE_HOMOGENEOUS=1", "several hosts: SMDDP's multi-node mode (SMDATAPARALLEL_USE_SINGLENODE=1 on "
+                                         "one host)"),
+    ("SMDATAPARALLEL_SERVER_ADDR=", "the master host, where SMDDP's servers meet"),
+    ("SMDATAPARALLEL_SERVER_PORT=7592", "their port"),
+    ("SAGEMAKER_INSTANCE_TYPE=", "the instance type, for SMDDP's topology"),
+    ("FI_PROVIDER=efa", "libfabric's EFA provider"),
+    ("RDMAV_FORK_SAFE=1", "rdma-core stays correct when the process forks"),
+    ("LD_PRELOAD=", "the toolkit's gethostname shim"),
+)
+
+
+def v2_runner_gaps(command: list[str]) -> list[dict]:
+    """For each piece SDK v2's runner set for SMDDP: whether `command` has it, and what it is for."""
+    def has(piece: str) -> bool:
+        return any(part == piece or (piece.endswith("=") and part.startswith(piece)) for part in command)
+
+    return [{"SDK v2 runner set": piece, "in this command": has(piece), "what for": why}
+            for piece, why in V2_RUNNER_PIECES]

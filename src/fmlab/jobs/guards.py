@@ -2,6 +2,7 @@
 
     worst_case_cost(spec)                 # instance price x count x (max run time + warm-pool keep-alive)
     check_budget(spec, budget_usd=10)     # raises OverBudget above the budget, with what to change
+    worst_case_chain_cost(specs)          # a run longer than one job may last: every job of the chain, summed
     check_quotas(spec, quotas_client, sagemaker_client)   # raises QuotaTooLow naming the quota to request
     redact("... AKIA... ...")             # access keys, secrets and session tokens replaced by ****
 
@@ -103,6 +104,33 @@ def worst_case_cost(spec: JobSpec, price: float | None = None) -> CostEstimate:
     # Spot bills the run time only, at a discount; the on-demand price is the bound.
     return CostEstimate(spec.instance_type, spec.instance_count, price, spec.max_run_seconds / 3600,
                         spec.keep_alive_seconds / 3600, source)
+
+
+@dataclass(frozen=True)
+class ChainCost:
+    """The worst case of a chain of jobs (fmlab.jobs.sharded.job_chain): each job to its max run time, summed."""
+
+    jobs: tuple[CostEstimate, ...]
+
+    @property
+    def worst_case_usd(self) -> float:
+        return sum(j.worst_case_usd for j in self.jobs)
+
+    @property
+    def run_days(self) -> float:
+        return sum(j.run_hours for j in self.jobs) / 24
+
+    def __str__(self) -> str:
+        first = self.jobs[0]
+        return (f"worst case ${self.worst_case_usd:,.2f} for {len(self.jobs)} chained jobs, {self.run_days:.1f} days in "
+                f"all: {first.instances} x {first.instance_type} at ${first.price_per_hour:,.3f}/h [{first.source}]")
+
+
+def worst_case_chain_cost(specs: list[JobSpec], price: float | None = None) -> ChainCost:
+    """The worst case of every job of a chain together: a run planned past one job's limit costs all of them."""
+    if not specs:
+        raise ValueError("a chain needs at least one job: pass the list from fmlab.jobs.sharded.job_chain")
+    return ChainCost(tuple(worst_case_cost(s, price) for s in specs))
 
 
 def budget(explicit: float | None = None) -> float:

@@ -5,6 +5,9 @@
     twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60,
                       lr=3e-3, warmup_steps=5)   # a tiny model trains in few steps: shorter warm-up, higher LR
 
+    chain = job_chain(run, planned_days=41.1, data_uri=..., checkpoint_uri=...)   # a run longer than 28 days
+    run.storage()                            # what the volume line of the request means on this instance
+
 `job_spec` gives the `fmlab.jobs.JobSpec` that `jobs.launch` sends to SageMaker (or runs in the sandbox):
 torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment below, the
 training data streamed with FastFile, /opt/ml/checkpoints synced to S3, a stopping condition. `shrink` keeps
@@ -13,6 +16,11 @@ every one of those choices and changes only the sizes, so the laptop run is the 
 The training script is `entrypoints/train.py` (fmlab.train): SMP's settings reach it as `--mp_parameters`;
 with `torch.sagemaker` present it calls `tsm.init()` / `tsm.transform()`, elsewhere the same FSDP2 layout
 is built with PyTorch alone (fmlab.parallel.smp).
+
+A training job runs at most 28 days (MAX_RUN_SECONDS), all retry attempts included, so a longer run is a chain of
+jobs (`job_chain`): each at most 28 days, all with the same checkpoint URI, so each job starts from the
+checkpoints the previous one left in S3 (SageMaker copies them to /opt/ml/checkpoints and the training script
+resumes from the newest complete one). `fmlab.jobs.guards.worst_case_chain_cost` prices the whole chain.
 """
 
 from __future__ import annotations
@@ -65,6 +73,25 @@ NCCL_LOG_CHECKS = (
 def environment() -> dict[str, str]:
     """The EFA/NCCL variables as the job's Environment."""
     return {v.name: v.value for v in EFA_ENVIRONMENT}
+
+
+# StoppingCondition.MaxRuntimeInSeconds: "When RetryStrategy is specified in the job request, MaxRuntimeInSeconds
+# specifies the maximum time for all of the attempts in total, not each individual attempt. ... The maximum value
+# is 28 days." (CreateTrainingJob API reference, in botocore's sagemaker service model, botocore 1.44.8, read
+# 2026-11-24.) The same text gives 30 days as the most a job can last including the upload after it stops.
+MAX_RUN_DAYS = 28
+MAX_RUN_SECONDS = MAX_RUN_DAYS * 86400
+MAX_RUN_SOURCE = ("CreateTrainingJob API reference, StoppingCondition.MaxRuntimeInSeconds (botocore 1.44.8's sagemaker "
+                  "model, read 2026-11-24): 'The maximum value is 28 days', for all retry attempts in total")
+
+# Instance storage of the NVMe instances the course runs on (count, GB each). On them SageMaker provisions no EBS
+# volume: "Available storage is fixed to the NVMe-type instance's storage capacity" and the training paths
+# (data, checkpoints, model, output) use all of it (ResourceConfig.VolumeSizeInGB, same API model).
+INSTANCE_STORAGE = {"ml.p4d.24xlarge": (8, 1000), "ml.p4de.24xlarge": (8, 1000), "ml.p5.48xlarge": (8, 3840)}
+STORAGE_SOURCE = ("Amazon EC2 accelerated computing instance types, instance storage: p4d.24xlarge and p4de.24xlarge "
+                  "8 x 1000 GB NVMe SSD, p5.48xlarge 8 x 3840 GB NVMe SSD (read 2026-11-24); ResourceConfig."
+                  "VolumeSizeInGB in the CreateTrainingJob API reference: NVMe instances (ml.p4d, ml.g4dn, ml.g5 ...) "
+                  "get no EBS volume and the request's size is not used")
 
 
 @dataclass(frozen=True)
@@ -137,6 +164,21 @@ class ShardedRun:
         per_checkpoint = checkpoint_gb(param_count(self.preset))["training"]
         return max(30, math.ceil(30 + 1.2 * self.keep_checkpoints * per_checkpoint))
 
+    def storage(self) -> dict:
+        """What the request's VolumeSizeInGB means on this instance type: the size the checkpoints need, and the
+        storage the instance really has (NVMe instance storage, where the requested size is not used)."""
+        needed = self.volume_gb()
+        if self.instance_type in INSTANCE_STORAGE:
+            disks, each = INSTANCE_STORAGE[self.instance_type]
+            return {"requested VolumeSizeInGB": needed, "instance storage GB": disks * each,
+                    "what the instance has": f"{disks} x {each:,} GB NVMe SSD instance storage; SageMaker provisions "
+                                             "no EBS volume and does not use VolumeSizeInGB",
+                    "fits": disks * each >= needed, "source": STORAGE_SOURCE}
+        return {"requested VolumeSizeInGB": needed, "instance storage GB": None,
+                "what the instance has": f"not in the course's table: an EBS volume of {needed:,} GB (VolumeSizeInGB) "
+                                         "if the instance has no NVMe instance storage; otherwise its NVMe disks, "
+                                         "and VolumeSizeInGB is not used", "fits": None, "source": STORAGE_SOURCE}
+
     def job_spec(self, data_uri: str, checkpoint_uri: str, role: str | None = None, region: str | None = None,
                  **overrides) -> JobSpec:
         """The JobSpec of this run: SMP v2 on torchrun, EFA environment, FastFile data, synced checkpoints."""
@@ -152,6 +194,26 @@ class ShardedRun:
     def shrink(self, **changes) -> ShardedRun:
         """The same run with other sizes (model, instances, processes, steps): the laptop twin of a cloud run."""
         return dataclasses.replace(self, **changes)
+
+
+def job_chain(run: ShardedRun, planned_days: float, data_uri: str, checkpoint_uri: str, margin: float = 1.2,
+              max_days: float = MAX_RUN_DAYS, **job_kwargs) -> list[JobSpec]:
+    """The jobs that together give `planned_days` x `margin` of run time, none longer than `max_days`.
+
+    The time is split evenly over the fewest jobs that keep each within the limit. Every job is the same job
+    (same script, hyperparameters and checkpoint URI), named `<run>-<i>of<n>`: the first starts from nothing, each
+    later one from the checkpoints the one before left under `checkpoint_uri`. Launch them one after another."""
+    if not planned_days > 0:
+        raise ValueError(f"planned_days must be a positive number of days, not {planned_days!r}")
+    if not margin >= 1:
+        raise ValueError(f"margin must be at least 1 (the planned time plus headroom), not {margin!r}")
+    if not 0 < max_days <= MAX_RUN_DAYS:
+        raise ValueError(f"max_days must be within SageMaker's limit of {MAX_RUN_DAYS} days per job, not {max_days!r}")
+    total_s = math.ceil(planned_days * margin * 86400)
+    count = math.ceil(total_s / (max_days * 86400))
+    each_s = math.ceil(total_s / count)
+    return [run.job_spec(data_uri, checkpoint_uri, name=f"{run.name}-{i + 1}of{count}" if count > 1 else run.name,
+                         max_run_seconds=each_s, **job_kwargs) for i in range(count)]
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ def resolve_backend(cfg: ParallelConfig) -> str:
             import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401  (registers the "smddp" backend)
         except ImportError:
             raise PlanError("backend='smddp' needs SageMaker's SMDDP library (smdistributed.dataparallel), found "
-                            "only in SageMaker's PyTorch GPU containers: use backend='auto' here") from None
+                            "only in the SageMaker PyTorch containers up to 2.5 and the SMP images (frozen: "
+                            "fmlab.parallel.status): use backend='auto' (NCCL on GPUs)") from None
         return "smddp"
     if cfg.backend != "auto":
         return cfg.backend

@@ -12,7 +12,9 @@ def test_the_three_requests_validate_and_carry_the_lmi_settings():
     assert list(got) == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
     container = got["CreateModel"]["PrimaryContainer"]
     assert "/djl-inference:" in container["Image"] and "-lmi" in container["Image"]
-    assert container["Environment"] == {"HF_MODEL_ID": "/opt/ml/model", "OPTION_ROLLING_BATCH": "vllm",
+    assert container["Environment"] == {"HF_MODEL_ID": "/opt/ml/model", "OPTION_ASYNC_MODE": "true",
+                                        "OPTION_ROLLING_BATCH": "disable",
+                                        "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
                                         "TENSOR_PARALLEL_DEGREE": "4", "OPTION_MAX_ROLLING_BATCH_SIZE": "32",
                                         "OPTION_MAX_MODEL_LEN": "2048"}
     assert container["ModelDataSource"]["S3DataSource"] == {"S3Uri": "s3://bucket/fmlab/export/",
@@ -20,6 +22,17 @@ def test_the_three_requests_validate_and_carry_the_lmi_settings():
     variant = got["CreateEndpointConfig"]["ProductionVariants"][0]
     assert variant["InstanceType"] == "ml.g5.12xlarge" and variant["ModelName"] == "fmlab-tiny"
     assert got["CreateEndpoint"] == {"EndpointName": "fmlab-tiny", "EndpointConfigName": "fmlab-tiny"}
+
+
+def test_vllm_runs_in_lmi_async_mode_not_the_legacy_rolling_batch():
+    env = endpoint.EndpointSpec("fmlab-tiny", "s3://bucket/x/").environment()
+    assert env["OPTION_ASYNC_MODE"] == "true" and env["OPTION_ROLLING_BATCH"] != "vllm"
+    assert env["OPTION_ENTRYPOINT"] == "djl_python.lmi_vllm.vllm_async_service"
+    assert "LMI V17" in endpoint.LMI_SOURCE
+    # the default image is an LMI release in which async mode is already the default (v17 and later)
+    from fmlab.jobs.images import lmi_image_uri
+
+    assert int(lmi_image_uri().split("-lmi")[1].split(".")[0]) >= 17
 
 
 def test_a_bad_name_is_named():

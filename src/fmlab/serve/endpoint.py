@@ -2,7 +2,7 @@
 
     spec = EndpointSpec("fmlab-tiny", model_data="s3://bucket/fmlab/export/", instance_type="ml.g5.xlarge")
     captured = endpoint_requests(spec)       # the three requests SageMaker would receive, validated
-    captured["CreateModel"]["PrimaryContainer"]["Environment"]   # HF_MODEL_ID=/opt/ml/model, OPTION_ROLLING_BATCH=vllm ...
+    captured["CreateModel"]["PrimaryContainer"]["Environment"]   # HF_MODEL_ID=/opt/ml/model, OPTION_ASYNC_MODE=true ...
 
 Three API calls make an endpoint: CreateModel (the container image and where the weights are), CreateEndpointConfig
 (the production variant: instance type and count, timeouts) and CreateEndpoint. `endpoint_requests` makes them
@@ -13,13 +13,19 @@ does for CreateTrainingJob: a bad field is named before anything is sent. Nothin
 sends the same calls, validated by the same hook, and refuses without credentials.
 
 The container (fmlab.jobs.images.lmi_image_uri) reads an uncompressed Hugging Face folder from S3
-(ModelDataSource, S3Prefix, CompressionType None) into /opt/ml/model and is configured by environment variables
-(DJL Serving LMI docs, serving/docs/lmi/user_guides/vllm_user_guide.md and deployment_guide/configurations.md,
-deepjavalibrary/djl-serving @00db6305, read 2026-11-23): HF_MODEL_ID (a model id or the local folder),
-OPTION_ROLLING_BATCH=vllm (continuous batching with vLLM), TENSOR_PARALLEL_DEGREE (GPUs per model copy, or
-"max"), OPTION_MAX_ROLLING_BATCH_SIZE (concurrent sequences), and vLLM engine arguments passed through as
-OPTION_<NAME> (OPTION_MAX_MODEL_LEN: the context). fmlab.plan.serving chooses the instance and tensor-parallel
-degree for a 30B model.
+(ModelDataSource, S3Prefix, CompressionType None) into /opt/ml/model and is configured by environment variables.
+vLLM runs in LMI's **async mode** (ASYNC_MODE below): "Starting with LMI v17, the default mode for running vLLM is
+async mode ... Async mode will become the default, and only supported mode, in an upcoming release"; the older
+rolling-batch mode (OPTION_ROLLING_BATCH=vllm) is the legacy one. The settings (deepjavalibrary/djl-serving @d21927c4,
+2026-06-24, read 2026-11-24: serving/docs/lmi/user_guides/vllm_user_guide.md, release_notes.md "LMI V17
+(DJL-Serving 0.35.0) ... async mode is the default configuration for the vLLM handler", and the code that applies
+them, wlm/.../LmiConfigRecommender.java and engines/python/.../PyModel.java): HF_MODEL_ID (a model id or the local
+folder), OPTION_ASYNC_MODE=true with OPTION_ROLLING_BATCH=disable (what LMI itself sets for vLLM when neither is
+given) and OPTION_ENTRYPOINT=djl_python.lmi_vllm.vllm_async_service (the handler LMI picks in async mode), written
+out so the request says which mode it asks for on any LMI >= v15; TENSOR_PARALLEL_DEGREE (GPUs per model copy, or
+"max"); OPTION_MAX_ROLLING_BATCH_SIZE (concurrent sequences: LMI passes it to vLLM as max_num_seqs, in both modes);
+and vLLM engine arguments passed through as OPTION_<NAME> (OPTION_MAX_MODEL_LEN: the context). fmlab.plan.serving
+chooses the instance and tensor-parallel degree for a 30B model.
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ from fmlab.jobs.request import quiet_sdk
 from fmlab.sandbox.validate import RequestInvalid, problems_in
 
 OPERATIONS = ("CreateModel", "CreateEndpointConfig", "CreateEndpoint")
+# LMI's vLLM async mode, spelled out (djl-serving docs and code above); the legacy mode was OPTION_ROLLING_BATCH=vllm.
+ASYNC_MODE = {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable",
+              "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service"}
+LEGACY_MODE = {"OPTION_ROLLING_BATCH": "vllm"}
+LMI_SOURCE = ("deepjavalibrary/djl-serving serving/docs/lmi/user_guides/vllm_user_guide.md and release_notes.md "
+              "(LMI V17, DJL-Serving 0.35.0, 2025-09-30: async mode is the default for vLLM), @d21927c4, read 2026-11-24")
 LOCAL_ROLE = "arn:aws:iam::111122223333:role/fmlab-sagemaker-execution"
 
 
@@ -62,7 +74,7 @@ class EndpointSpec:
 
     def environment(self) -> dict[str, str]:
         """The LMI container's settings (strings, as SageMaker passes them)."""
-        return {"HF_MODEL_ID": "/opt/ml/model", "OPTION_ROLLING_BATCH": "vllm",
+        return {"HF_MODEL_ID": "/opt/ml/model", **ASYNC_MODE,
                 "TENSOR_PARALLEL_DEGREE": str(self.tensor_parallel_degree),
                 "OPTION_MAX_ROLLING_BATCH_SIZE": str(self.max_batch), "OPTION_MAX_MODEL_LEN": str(self.max_model_len),
                 **self.extra_env}
@@ -160,4 +172,4 @@ def deploy(spec: EndpointSpec) -> dict[str, dict]:
     return captured
 
 
-__all__ = ["EndpointSpec", "LOCAL_ROLE", "OPERATIONS", "RequestInvalid", "deploy", "endpoint_requests"]
+__all__ = ["ASYNC_MODE", "EndpointSpec", "LEGACY_MODE", "LMI_SOURCE", "LOCAL_ROLE", "OPERATIONS", "RequestInvalid", "deploy", "endpoint_requests"]

@@ -142,9 +142,13 @@ def test_the_fault_slides_quote_the_training_script(deck):
                  "`TORCHELASTIC_RESTART_COUNT`", "`async_save`", "**staged to CPU memory**",
                  "`MaximumRetryAttempts` 1 to 30", "`InternalServerError`", "`AlgorithmError`",
                  "RetryStrategy(maximum_retry_attempts=", "CheckpointConfig(", "**to float rounding**",
-                 "**automatic node replacement**", "**auto-resume**", "FSx for Lustre"):
+                 "**automatic node recovery**", "**auto-resume**", "FSx for Lustre",
+                 # what SageMaker retries and what it does not (a dead process is the job's failure)
+                 "is an `AlgorithmError`: **not** retried", "`--max-restarts` recovers it inside the job",
+                 "A lost instance is an `InternalServerError`: retried", "cluster repair"):
         assert text in deck, text
     assert "tests/" not in deck and "pytest" not in deck  # speaker notes are for instructors, not maintainers
+    assert "lost GPU or the kernel's OOM killer" not in deck and "on new instances" not in deck  # the old claims
 
 
 def test_the_figures_show_what_the_planner_computes(run):

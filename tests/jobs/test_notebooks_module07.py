@@ -50,7 +50,16 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     assert req["image"].endswith("/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
     assert json.loads(req["mp_parameters"]) == rec["nb07.smp"] == {"hybrid_shard_degree": 64, "tensor_parallel_degree": 1}
     assert req["environment"]["FI_PROVIDER"] == "efa" and req["environment"]["NCCL_PROTO"] == "simple"
-    assert req["max_run_s"] == 30 * 86400  # 41 planned days: capped at the 30-day maximum of a training job
+    # ~41 planned days (+20%) do not fit SageMaker's 28 days per job: a chain of jobs, one checkpoint URI
+    chain = rec["nb07.chain"]
+    assert chain["jobs"] == ["gpt30b-1of2", "gpt30b-2of2"] and len(chain["checkpoint_uris"]) == 1
+    assert all(s <= 28 * 86400 for s in chain["max_run_s"]) and req["max_run_s"] == chain["max_run_s"][0]
+    assert sum(chain["max_run_s"]) >= run.days * 1.2 * 86400
+    # the guard prices the whole chain: never below the planned cost (one capped job's worst case was)
+    assert rec["nb07.worst_case_usd"] >= rec["nb07.cost_usd"] > rec["nb07.single_job_worst_case_usd"]
+    storage = rec["nb07.storage"]
+    assert storage == {"requested VolumeSizeInGB": storage["requested VolumeSizeInGB"], "instance storage GB": 8000,
+                       "fits": True}
 
     # 4. the twin crossed two sandbox instances with hybrid sharding, and learned
     medium = rec["nb07.medium"]

@@ -33,6 +33,8 @@ def test_sharded_data_parallel_notebook(run_notebook):
     assert rec["meta_bytes"] == 0 and rec["delayed_equals_full"] is True
     assert rec["smp_layout"] == {"sharding": "hybrid", "hybrid_shard_degree": 8, "activation_checkpointing": "full",
                                  "activation_offloading": True, "offload_horizon": 2}
+    assert rec["smp_status"] == {"status": "frozen", "last": "2.8.0", "date": "2025-04-01",
+                                 "image": "2.5.1-gpu-py311-cu124"}  # fmlab.parallel.status
     assert rec["import_seconds"] > 0
 
 

@@ -42,3 +42,19 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # 5 s timeout, not a hang
     assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5
     assert rec["nb08.seconds"] < 150
+
+
+def test_notebook08_teaches_what_sagemaker_retries_and_what_it_does_not():
+    """The prose, read without running: a dead process is an AlgorithmError (not retried), a lost instance an
+    InternalServerError (retried), a GPU fault goes through cluster repair; each with its source."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads(Path("notebooks/08_checkpointing_and_recovery.ipynb").read_text())
+    text = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert "as a lost GPU or the kernel's OOM killer would" not in text
+    assert "restarts the whole job on fresh instances after an `InternalServerError`" not in text
+    for needle in ("`AlgorithmError`", "| **no** |", "`InternalServerError`", "cluster repair", "auto-resume",
+                   "--max-restarts", "`RetryStrategy` API reference",
+                   "model-checkpoints-cluster-repair.html", "sagemaker-hyperpod-resiliency-slurm-auto-resume.html"):
+        assert needle in text, needle

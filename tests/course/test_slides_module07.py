@@ -129,3 +129,20 @@ def test_the_job_slides_name_the_current_image_and_settings(deck):
                  "/GDRDMA", "Using network Socket", "`NCCL_PROTO` | `simple`", "`FI_EFA_USE_DEVICE_RDMA` | `1`"):
         assert line in deck, line
     assert "tests/" not in deck and "pytest" not in deck  # speaker notes are for instructors, not maintainers
+
+
+def test_the_chain_slide_quotes_the_chain_and_its_cost(deck):
+    from fmlab.jobs import sharded
+    from fmlab.jobs.guards import worst_case_chain_cost, worst_case_cost
+
+    run = compute.estimate_run(MODEL, TOKENS, INSTANCE, COUNT, MFU)
+    chain = sharded.job_chain(sharded.ShardedRun(hybrid_shard_degree=64), run.days, "s3://b/d", "s3://b/c")
+    cost = worst_case_chain_cost(chain)
+    one = worst_case_cost(chain[0].with_(max_run_seconds=30 * 86400))
+    text = " ".join(deck.split())
+    assert f"**{len(chain)} jobs of {chain[0].max_run_seconds / 86400:.1f} days**" in text  # 2 jobs of 24.5 days
+    assert f"Planned {run.days:.1f} days + 20% = {cost.run_days:.1f} days" in text
+    assert f"worst case **${cost.worst_case_usd / 1e3:.0f}k**" in text and f"**${run.cost_usd / 1e3:.0f}k**" in text
+    assert f"showed ${one.worst_case_usd / 1e3:.0f}k: below the plan" in text
+    assert cost.worst_case_usd >= run.cost_usd > one.worst_case_usd
+    assert "**28 days**" in text and "**8 x 1,000 GB NVMe**" in text

@@ -66,7 +66,7 @@ def training_image(spec: JobSpec) -> str:
     """The container image URI for the spec: a full URI as given, else built from the catalog of images."""
     if spec.image and "/" in spec.image:
         return spec.image
-    processor = processor_for(spec.instance_type) if spec.image_kind == "pytorch" else "gpu"  # SMP/Neuron: one kind
+    processor = processor_for(spec.instance_type) if spec.image_kind == "pytorch" else "gpu"  # SMDDP/SMP/Neuron: one
     return image_uri(spec.image_kind, spec.aws_region, spec.image_version, processor)
 
 

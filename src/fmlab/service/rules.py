@@ -152,10 +152,13 @@ def _runtime(request: dict) -> list[Finding]:
     return [Finding("max-runtime", "pass", note, RULES["max-runtime"].cite())]
 
 
+SDK_DEFAULT_VOLUME_GB = 30  # what SDK v3's Compute sends when no volume is asked for (sagemaker-core's Compute)
+
+
 def _volume(request: dict) -> list[Finding]:
     rc = request.get("ResourceConfig") or {}
     kind, size = rc.get("InstanceType"), rc.get("VolumeSizeInGB")
-    if isinstance(kind, str) and has_nvme(kind) and isinstance(size, int) and size > 0:
+    if isinstance(kind, str) and has_nvme(kind) and isinstance(size, int) and size > SDK_DEFAULT_VOLUME_GB:
         return [_warn("nvme-volume", f"{kind} has NVMe instance storage: VolumeSizeInGB={size} is ignored (no EBS "
                       "volume is attached); what fits on disk is the instance's own storage")]
     return []

@@ -92,6 +92,11 @@ def run_command(args: argparse.Namespace) -> int:
     from fmlab.sandbox.validate import RequestInvalid
 
     try:
+        from fmlab.environment import credential_source
+
+        if getattr(args, "backend", None) == "sagemaker" and not credential_source():
+            raise ValueError("--backend sagemaker needs AWS credentials and none were found: configure them (aws "
+                             "configure, or an execution role in SageMaker Studio), or use --backend local")
         if args.job_command == "run":
             spec = jobs.JobSpec(
                 args.name, entry_point=args.entry_point, hyperparameters=dict(args.hp), inputs=dict(args.input),

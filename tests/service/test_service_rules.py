@@ -93,9 +93,13 @@ def test_warm_pool_above_the_guide_warns_and_above_the_api_model_fails():
     assert levels(guide, "warm-pool") == ["warn"]
     warn = next(f for f in service_findings(guide) if f.check == "warm-pool")
     assert "21,600" in warn.message and "3,600" in warn.message and "train-warm-pools.html" in warn.source
-    message = refused(request(ResourceConfig={"KeepAlivePeriodInSeconds": 86400}), "warm-pool",
-                      "KeepAlivePeriodInSeconds max 21600")
-    assert "21,600" in message and "3,600" in message
+    over = request(ResourceConfig={"KeepAlivePeriodInSeconds": 86400})
+    found = [f for f in refusals(over) if f.check == "warm-pool"]
+    assert found and "21,600" in found[0].message and "3,600" in found[0].message
+    assert "KeepAlivePeriodInSeconds max 21600" in found[0].source
+    with pytest.raises(RequestInvalid) as e:  # the API model names the field; the rule does not say it twice
+        validate_request(over)
+    assert e.value.fields == ["ResourceConfig.KeepAlivePeriodInSeconds"]
     assert levels(request(ResourceConfig={"KeepAlivePeriodInSeconds": 600}), "warm-pool") == ["pass"]
 
 

@@ -194,19 +194,16 @@ def api_problems(request: dict, operation: str = OPERATION) -> list[Problem]:
     return out
 
 
-def service_problems(request: dict) -> list[Problem]:
-    """The service's rules and the image check that fail (fmlab.service), as Problems naming rule and source."""
-    from fmlab.service import refusals
-
-    return [Problem(f"[{f.check}]", f"{f.message} (source: {f.source})") for f in refusals(request)]
-
-
 def problems_in(request: dict, operation: str = OPERATION) -> list[Problem]:
     """Every problem SageMaker would report for `request` (PascalCase, as boto3 sends it), or that would stop
     the job as it starts: the API model's, then the service rules' and the image's (CreateTrainingJob only)."""
     out = api_problems(request, operation)
     if operation == OPERATION and isinstance(request, dict):
-        out += service_problems(request)
+        from fmlab.service import refusals
+
+        named = {p.field for p in out}  # a field the API model already names is not named twice
+        out += [Problem(f"[{f.check}]", f"{f.message} (source: {f.source})") for f in refusals(request)
+                if f.field not in named or not f.field]
     return out
 
 

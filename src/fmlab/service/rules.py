@@ -42,6 +42,7 @@ class Finding:
     level: str  # "pass" | "warn" | "fail"
     message: str
     source: str = ""
+    field: str = ""  # the request field at fault, where one is (e.g. "ResourceConfig.KeepAlivePeriodInSeconds")
 
     def __str__(self) -> str:
         return f"{self.level.upper():<4} {self.check}: {self.message}" + (f" [{self.source}]" if self.source else "")
@@ -128,8 +129,8 @@ def instance_types(request: dict) -> list[str]:
     return [k for k in kinds if isinstance(k, str)]
 
 
-def _fail(rule: str, message: str) -> Finding:
-    return Finding(rule, "fail", message, RULES[rule].cite())
+def _fail(rule: str, message: str, field: str = "") -> Finding:
+    return Finding(rule, "fail", message, RULES[rule].cite(), field)
 
 
 def _warn(rule: str, message: str) -> Finding:
@@ -183,7 +184,8 @@ def _warm_pool(request: dict) -> list[Finding]:
         return []
     if keep > KEEP_ALIVE_API_MAX:
         return [_fail("warm-pool", f"KeepAlivePeriodInSeconds {keep:,} is above the API model's maximum "
-                      f"{KEEP_ALIVE_API_MAX:,} s (the developer guide gives {KEEP_ALIVE_GUIDE_MAX:,} s)")]
+                      f"{KEEP_ALIVE_API_MAX:,} s (the developer guide gives {KEEP_ALIVE_GUIDE_MAX:,} s)",
+                      "ResourceConfig.KeepAlivePeriodInSeconds")]
     if keep > KEEP_ALIVE_GUIDE_MAX:
         return [_warn("warm-pool", f"KeepAlivePeriodInSeconds {keep:,}: the API model allows up to "
                       f"{KEEP_ALIVE_API_MAX:,} s but the developer guide says {KEEP_ALIVE_GUIDE_MAX:,} s is the "

@@ -21,7 +21,7 @@ import math
 import sys
 from dataclasses import asdict, dataclass, field
 
-from fmlab.sandbox.validate import api_problems
+from fmlab.sandbox.validate import Problem, RequestInvalid, api_problems
 from fmlab.service import Finding, service_findings
 from fmlab.service.rules import BOTOCORE_MODEL, MAX_RUNTIME_SECONDS
 
@@ -68,7 +68,7 @@ def api_findings(request: dict) -> list[Finding]:
     problems = api_problems(request)
     if not problems:
         return [Finding("api-model", "pass", "the request matches the API model", API_SOURCE)]
-    return [Finding("api-model", "fail", str(p), API_SOURCE) for p in problems]
+    return [Finding("api-model", "fail", str(p), API_SOURCE, p.field) for p in problems]
 
 
 def _spec_for_quotas(request: dict):
@@ -158,13 +158,16 @@ def preflight(request, plan_days: float | None = None, quotas: bool = True, quot
     return report
 
 
-class PreflightFailed(ValueError):
-    """jobs.launch's refusal: the failing checks, each with its message and source."""
+class PreflightFailed(RequestInvalid):
+    """jobs.launch's refusal: the failing checks, each with its message and source (`.fields` names the request
+    field where there is one, else the check as "[check]")."""
 
     def __init__(self, report: Report):
         self.report = report
-        lines = "\n  ".join(f"{f.check}: {f.message} (source: {f.source})" for f in report.failures)
-        super().__init__(f"preflight refuses {report.job}:\n  {lines}")
+        named = {f.field for f in report.failures if f.check == "api-model"}
+        super().__init__([Problem(f.field or f"[{f.check}]", f"{f.message.removeprefix(f.field + ': ')} (source: "
+                                  f"{f.source})") for f in report.failures
+                          if f.check == "api-model" or not f.field or f.field not in named])
 
 
 def refuse_unless_ok(request: dict) -> Report:

@@ -240,12 +240,13 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 def cmd_data_prepare(args: argparse.Namespace) -> int:
     from fmlab.data import DataError, prepare
+    from fmlab.storage import StorageError
 
     vocab = args.vocab_size if args.vocab_size or args.tokenizer else 512
     try:
         m = prepare(args.input, args.output, args.seq_len, vocab, args.workers, tokenizer=args.tokenizer,
                     unit_bytes=max(1, int(args.unit_mb * 2**20)), validation_units=args.validation_units)
-    except DataError as e:
+    except (DataError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{m['num_sequences']:,} sequences x {m['seq_len']} = {m['num_tokens']:,} tokens ({m['dtype']}) in "
@@ -258,10 +259,11 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
 
 def cmd_data_inspect(args: argparse.Namespace) -> int:
     from fmlab.data import DataError, describe_dataset
+    from fmlab.storage import StorageError
 
     try:
         info = describe_dataset(args.path, verify=not args.no_verify)
-    except DataError as e:
+    except (DataError, StorageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
@@ -277,7 +279,38 @@ def _add_job(sub: argparse._SubParsersAction) -> None:
     from fmlab.jobs import cli as jobs_cli
 
     p = sub.add_parser("job", aliases=["jobs"], help="launch, list, follow and clean up training jobs (local or SageMaker)")
-    jobs_cli.add_arguments(p)
+    jobs_sub = jobs_cli.add_arguments(p)
+    req = jobs_sub.add_parser("request", help="the CreateTrainingJob request of a course job, as JSON (or --list)")
+    req.add_argument("name", nargs="?", help="a course job (fmlab job request --list names them)")
+    req.add_argument("--list", action="store_true", help="name every job the course builds, one per line")
+    req.set_defaults(func=cmd_job_request)
+
+
+def cmd_job_request(args: argparse.Namespace) -> int:
+    from fmlab.course.requests import COURSE_JOBS, UnknownCourseJob, course_request
+
+    if args.list or not args.name:
+        if not args.list:
+            print("error: give a course job's name, or --list to see them", file=sys.stderr)
+            return 2
+        for name, (module, build) in COURSE_JOBS.items():
+            what = (build.__doc__ or "").split(":", 1)[-1].split(" (")[0].split(".")[0].strip()
+            print(f"{name:<8} {module}: {what}")
+        return 0
+    try:
+        request = course_request(args.name)
+    except UnknownCourseJob as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(request, indent=1, default=str))
+    return 0
+
+
+def _add_preflight(sub: argparse._SubParsersAction) -> None:
+    from fmlab.jobs import preflight
+
+    p = sub.add_parser("preflight", help="would SageMaker accept a CreateTrainingJob request, and could it start?")
+    preflight.add_arguments(p)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -286,8 +319,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="the training entry point (same as python -m fmlab.train; --help lists its flags)")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, but a bad command line gets one line that says what to change (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fmlab", description="Pretraining Foundation Models on AWS: course tools")
+    parser = OneLineParser(prog="fmlab", description="Pretraining Foundation Models on AWS: course tools")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_plan(sub)
     _add_env(sub)
@@ -297,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_slides(sub)
     _add_data(sub)
     _add_job(sub)
+    _add_preflight(sub)
     return parser
 
 

@@ -22,6 +22,11 @@ def test_parallel_jobs_notebook_sweeps_four_learning_rates_with_two_seeds(run_no
                                         "KeepAlivePeriodInSeconds": 900}
     assert rec["request_channels"] == ["code", "sm_drivers", "train"]
     assert rec["request_hyperparameters"]["lr"] == "0.001" and rec["request_hyperparameters"]["max_steps"] == "6"
+    # Preflight: the sweep job passes on the PyTorch 2.13 DLC; 30 days and FSDP on the 2.3 image are refused,
+    # although the API model finds nothing wrong with either.
+    assert rec["preflight_good_ok"] is True and rec["preflight_image"] == "pytorch:2.13-cu133-amzn2023-sagemaker"
+    assert rec["preflight_broken_api_problems"] == 0
+    assert rec["preflight_broken_failures"] == ["max-runtime", "image/fsdp2"]
     # The sweep: 4 learning rates x 2 seeds = 8 jobs, all completed, never more than the 2 slots at once.
     assert rec["statuses"] == ["Completed"] * 8
     assert 1 <= rec["peak_concurrency"] <= 2

@@ -72,7 +72,10 @@ def test_mpi_distribution_uses_the_sdk_mpi_driver():
     assert "mpi_driver.py" in captured.uploads[f"{root}/sm_train.sh"].decode()
     assert json.loads(captured.uploads[f"{root}/distributed.json"])["mpi_additional_options"] == ["-x", "NCCL_DEBUG=INFO"]
     assert captured.request["AlgorithmSpecification"]["TrainingImage"].endswith(
-        "pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker")
+        "pytorch:2.13-cu133-amzn2023-sagemaker")  # mpirun with NCCL runs in the current DLC
+    smddp = capture_request(spec.with_(hyperparameters={"backend": "smddp"}), backend="sagemaker")
+    assert smddp.request["AlgorithmSpecification"]["TrainingImage"].endswith(  # the last DLC that ships SMDDP
+        "pytorch-training:2.5.1-gpu-py311-cu124-ubuntu22.04-sagemaker")
 
 
 def test_mpi_on_two_instances_asks_mpirun_for_every_rank_placed_per_node():
@@ -164,23 +167,28 @@ def test_image_uris_match_the_sdk_and_their_sources():
     for region in ("us-east-1", "eu-west-1", "ap-northeast-1"):
         for processor, instance in (("gpu", "ml.p4d.24xlarge"), ("cpu", "ml.m5.xlarge")):
             ours = image_uri("pytorch", region, processor=processor)
-            sdk = image_uris.retrieve("pytorch", region=region, version="2.3.0", py_version="py311",
+            sdk = image_uris.retrieve("pytorch-amzn2023", region=region, version="2.13", instance_type=instance,
+                                      image_scope="training")
+            assert ours == sdk, (ours, sdk)
+            old = image_uris.retrieve("pytorch", region=region, version="2.3.0", py_version="py311",
                                       instance_type=instance, image_scope="training")
-            assert ours.startswith(sdk + "-") or ours.startswith(sdk), (ours, sdk)  # the SDK gives the short tag
+            assert image_uri("pytorch", region, "2.3.0", processor).startswith(old)  # the SDK gives the short tag
         sdk_smp = image_uris.retrieve("pytorch-smp", region=region, version="2.5.1", py_version="py311",
                                       instance_type="ml.p4d.24xlarge", image_scope="training")
         assert image_uri("smp", region).startswith(sdk_smp)
-    # The full tags as AWS publishes them (available_images.md; SMP release notes).
-    assert image_uri("pytorch", "us-east-1") == ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:"
-                                                 "2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker")
-    assert image_uri("pytorch", "us-east-1", processor="cpu").endswith(":2.3.0-cpu-py311-ubuntu20.04-sagemaker")
+    # The full tags as AWS publishes them (DLC changelog for 2.13; available_images.md; SMP release notes).
+    assert image_uri("pytorch", "us-east-1") == ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:"
+                                                 "2.13-cu133-amzn2023-sagemaker")
+    assert image_uri("pytorch", "us-east-1", processor="cpu").endswith("/pytorch:2.13-cpu-amzn2023-sagemaker")
+    assert image_uri("pytorch", "us-east-1", "2.3.0").endswith(":2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker")
+    assert image_uri("smddp", "us-east-1").endswith(":2.5.1-gpu-py311-cu124-ubuntu22.04-sagemaker")
     assert image_uri("neuron", "us-west-2") == ("763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training-"
                                                 "neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04")
     from fmlab.jobs.request import training_image
 
     assert training_image(JobSpec("trn", instance_type="ml.trn1.32xlarge", region="us-west-2")) == image_uri(
         "neuron", "us-west-2")
-    assert training_image(JobSpec("cpu", instance_type="ml.m5.xlarge")).endswith("-cpu-py311-ubuntu20.04-sagemaker")
+    assert training_image(JobSpec("cpu", instance_type="ml.m5.xlarge")).endswith(":2.13-cpu-amzn2023-sagemaker")
     assert JobSpec("trn", instance_type="ml.trn1.32xlarge", distribution="torchrun").processes() == 32
     with pytest.raises(ImageError, match="not published"):
         image_uri("neuron", "us-west-1")

@@ -200,7 +200,7 @@ def test_max_run_time_stops_the_job_as_sagemaker_does(local_jobs):
 
 
 KILLED_ONCE = textwrap.dedent('''
-    """Dies by SIGKILL (as when an instance is lost) unless its checkpoint folder shows an earlier attempt."""
+    """Dies by SIGKILL (the OOM killer, a crash) unless its checkpoint folder shows an earlier attempt."""
     import os, signal
     ckpt = os.environ["FMLAB_CHECKPOINT_DIR"]
     seen = sorted(os.listdir(ckpt))
@@ -208,23 +208,41 @@ KILLED_ONCE = textwrap.dedent('''
     if "attempt-1.txt" not in seen:
         open(os.path.join(ckpt, "attempt-1.txt"), "w").write("1")
         import time; time.sleep(2.5)  # long enough for the supervisor to sync the file to the checkpoint URI
+        if os.environ.get("LOSE_HOST"):  # what fmlab.train's --fault lose-host does: the instance is gone
+            open(os.environ["FMLAB_SANDBOX_LOST_MARKER"], "w").write("lost by the test")
         os.kill(os.getpid(), signal.SIGKILL)
     open(os.path.join(os.environ["SM_MODEL_DIR"], "weights.txt"), "w").write("trained on the retry")
 ''')
 
 
-def test_a_killed_instance_is_retried_with_its_checkpoints_as_sagemaker_does(local_env):
+def test_a_killed_process_is_an_algorithm_error_and_not_retried_as_on_sagemaker(local_env):
+    # Corrected semantics (issue 25): SageMaker's RetryStrategy retries InternalServerError only; a process the
+    # OOM killer (or anything) SIGKILLs is the script failing, an AlgorithmError, even with retries left.
     script = local_env / "killed_once.py"
     script.write_text(KILLED_ONCE)
+    d = jobs.launch(JobSpec("killed-not-retried", entry_point=str(script), max_retry_attempts=2,
+                            checkpoint_s3_uri="s3://fmlab-local/fmlab/checkpoints/killed"),
+                    backend="local", quiet=True).wait(timeout=60)
+    assert d["TrainingJobStatus"] == "Failed" and d["FailureReason"].startswith("AlgorithmError:")
+    assert "SIGKILL" in d["FailureReason"] and "API reference, RetryStrategy" in d["FailureReason"]
+    assert d["Sandbox"]["Attempts"] == 1
+    assert "Restarting" not in [t["Status"] for t in d["SecondaryStatusTransitions"]]
+
+
+def test_a_lost_instance_is_retried_replaced_with_its_checkpoints_as_sagemaker_does(local_env):
+    script = local_env / "lost_once.py"
+    script.write_text(KILLED_ONCE)
     uri = "s3://fmlab-local/fmlab/checkpoints/retry"
-    once = jobs.launch(JobSpec("killed-no-retry", entry_point=str(script), checkpoint_s3_uri=uri + "-none"),
-                       backend="local", quiet=True).wait(timeout=60)
+    lost = {"LOSE_HOST": "1"}
+    once = jobs.launch(JobSpec("lost-no-retry", entry_point=str(script), checkpoint_s3_uri=uri + "-none",
+                               environment=lost), backend="local", quiet=True).wait(timeout=60)
     assert once["TrainingJobStatus"] == "Failed" and once["FailureReason"].startswith("InternalServerError:")
-    job = jobs.launch(JobSpec("killed-retried", entry_point=str(script), checkpoint_s3_uri=uri, max_retry_attempts=2),
-                      backend="local", quiet=True)
+    job = jobs.launch(JobSpec("lost-retried", entry_point=str(script), checkpoint_s3_uri=uri, max_retry_attempts=2,
+                              environment=lost), backend="local", quiet=True)
     d = job.wait(timeout=90)
     assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     assert d["Sandbox"]["Attempts"] == 2
-    assert [t["Status"] for t in d["SecondaryStatusTransitions"]].count("Restarting") == 1
+    restarts = [t for t in d["SecondaryStatusTransitions"] if t["Status"] == "Restarting"]
+    assert len(restarts) == 1 and "algo-1 replaced" in restarts[0]["StatusMessage"]
     assert "attempt_saw=attempt-1.txt" in job.logs()  # the retry started from the checkpoints in S3
     assert "model" in job.artifacts()

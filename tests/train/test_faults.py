@@ -134,6 +134,21 @@ def test_a_fault_fires_only_on_its_rank_and_in_its_attempt():
     assert restart_attempt({"TORCHELASTIC_RESTART_COUNT": "3"}) == 3 and restart_attempt({}) == 0
 
 
+def test_lose_host_leaves_the_sandboxs_lost_instance_mark_then_dies_by_sigkill(tmp_path):
+    """--fault lose-host: the instance is lost. The process writes the mark the sandbox gave it (so the sandbox
+    reports an InternalServerError, which RetryStrategy retries) and is SIGKILLed; a plain kill leaves no mark."""
+    code = ("from fmlab.train.config import TrainConfig; from fmlab.train.faults import Faults; "
+            "Faults.from_config(TrainConfig(fault='{kind}', fault_step=3, max_steps=5), 0, 1, env={{}})"
+            ".before_step(3)")
+    for kind, marked in (("lose-host", True), ("kill", False)):
+        mark = tmp_path / f"lost-{kind}"
+        env = {**os.environ, "FMLAB_SANDBOX_LOST_MARKER": str(mark)}
+        done = subprocess.run([sys.executable, "-c", code.format(kind=kind)], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        assert mark.exists() is marked
+
+
 def test_kill_save_strikes_after_the_shards_are_written_and_before_the_commit(dataset, tmp_path, monkeypatch):
     """The SIGKILL is recorded instead of sent: what was on disk at that moment is what a killed save leaves."""
     seen = []

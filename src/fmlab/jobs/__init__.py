@@ -9,13 +9,15 @@ How a job flows:
     spec.py    JobSpec: what the notebook writes (script, instances, distribution, channels, checkpoints)
       -> request.py  the SageMaker SDK v3 ModelTrainer built from it; capture_request() records the exact
                      CreateTrainingJob request without AWS, and checks it against botocore's API model
+      -> preflight.py  `fmlab preflight`: the API model, SageMaker's rules and the image against the script
+                     (fmlab.service), EFA, checkpoints, quotas, the chain's cost; launch() runs it first
       -> guards.py   worst-case cost against your budget, account quotas (before anything is sent)
       -> job.py      launch(): to SageMaker, or to fmlab.sandbox (the local SageMaker); Job handles, sweeps,
                      wait_all, timing tables, cleanup
-    images.py  the one source of container image URIs (PyTorch training, SMP v2, Neuron)
+    images.py  the one source of container image URIs (PyTorch 2.13 DLC, frozen SMDDP DLC, SMP v2, Neuron)
     sharded.py module 7's sharded GPT run as one description (SMP v2, EFA, FastFile, checkpoints) and its twin
     ladder.py  the gated scaling ladder: rungs as jobs, each checked before the next starts
-    cli.py     `fmlab job run|list|logs|describe|cleanup`
+    cli.py     `fmlab job run|list|logs|describe|cleanup` (`fmlab job request` lives in fmlab.cli)
 """
 
 from fmlab.jobs.job import (

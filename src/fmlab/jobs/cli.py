@@ -6,8 +6,10 @@
     fmlab job logs NAME [--follow]
     fmlab job describe NAME [--json]
     fmlab job cleanup [--dry-run]     # stop running course jobs, release warm pools (keep-alive 0)
+    fmlab job request --list | NAME   # the course's jobs and their CreateTrainingJob requests (fmlab.cli)
 
-A job NAME found in the local sandbox is read there; any other name is looked up on SageMaker.
+A job NAME found in the local sandbox is read there; any other name is looked up on SageMaker (with AWS
+credentials; without them, one line says so). Every error is one line that says what to change, exit status 2.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ def _pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser):
+    """Add the job subcommands to `p`; returns its subparsers, for the commands the top-level CLI adds."""
     sub = p.add_subparsers(dest="job_command", required=True)
     run = sub.add_parser("run", help="launch one job (without waiting, unless --wait)")
     run.add_argument("--name", required=True, help="base job name (fmlab- is put in front, a timestamp after)")
@@ -56,22 +59,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     clean.add_argument("--backend", default=None, choices=["local", "sagemaker"])
     clean.add_argument("--dry-run", action="store_true", help="say what would be done, do nothing")
     p.set_defaults(func=run_command)
+    return sub
 
 
 def _job(name: str):
     from fmlab import sandbox
+    from fmlab.environment import credential_source
     from fmlab.jobs import Job
 
-    return Job(name, "local" if sandbox.job_dir(name).exists() else "sagemaker")
+    if sandbox.job_dir(name).exists():
+        return Job(name, "local")
+    if not credential_source():
+        raise ValueError(f"no job named {name!r} in the local sandbox ({sandbox.job_dir(name).parent}), and no AWS "
+                         "credentials to look for it on SageMaker: `fmlab job list` names the local jobs")
+    return Job(name, "sagemaker")
+
+
+def one_line(error: BaseException) -> str:
+    """An error message on one line (a multi-problem message joined with '; ')."""
+    text = ""
+    for line in (ln.strip() for ln in str(error).splitlines() if ln.strip()):
+        text += (" " if text.endswith(":") else "; " if text else "") + line
+    return text or type(error).__name__
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from fmlab import jobs
     from fmlab.jobs.guards import OverBudget, QuotaTooLow
     from fmlab.sandbox import SandboxError
     from fmlab.sandbox.validate import RequestInvalid
 
     try:
+        from fmlab.environment import credential_source
+
+        if getattr(args, "backend", None) == "sagemaker" and not credential_source():
+            raise ValueError("--backend sagemaker needs AWS credentials and none were found: configure them (aws "
+                             "configure, or an execution role in SageMaker Studio), or use --backend local")
         if args.job_command == "run":
             spec = jobs.JobSpec(
                 args.name, entry_point=args.entry_point, hyperparameters=dict(args.hp), inputs=dict(args.input),
@@ -109,6 +134,9 @@ def run_command(args: argparse.Namespace) -> int:
             return 0 if d["TrainingJobStatus"] != "Failed" else 1
         jobs.cleanup(args.backend, dry_run=args.dry_run)
         return 0
-    except (RequestInvalid, OverBudget, QuotaTooLow, SandboxError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (RequestInvalid, OverBudget, QuotaTooLow, SandboxError, ValueError, KeyError) as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except (BotoCoreError, ClientError) as e:  # no credentials, no such job on SageMaker, no permission
+        print(f"error: SageMaker: {one_line(e)}", file=sys.stderr)
         return 2

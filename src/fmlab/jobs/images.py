@@ -1,23 +1,31 @@
-"""Training container images as data: the PyTorch training DLC, the SMP v2 container, the Neuron container.
+"""Training container images as data: the PyTorch training DLC, the SMDDP and SMP v2 containers, the Neuron container.
 
 An image URI is `<registry account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>`; the account depends on
 the region, the tag on the framework version. `image_uri("pytorch", region="eu-west-1")` builds one from the
-facts below, each with its source, so a learner sees where a URI comes from instead of copying a string.
+facts below, each with its source, so a learner sees where a URI comes from instead of copying a string. What
+each image holds (PyTorch, CUDA, NCCL, EFA, SMDDP, SMP, NxD, end of patch) is in fmlab.service.images.
 
+    >>> image_uri("pytorch", "us-east-1")
+    '763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13-cu133-amzn2023-sagemaker'
     >>> image_uri("smp", "us-west-2")
     '658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124'
 
-SMP v2 images are not composed here: their tags change Python and CUDA between releases (2.2.0 is py310,
-2.5.1 is cu124), so `smp_releases()` reads the SageMaker SDK's own image configuration (sagemaker-core's
-image_uri_config/pytorch-smp.json, the table the SDK itself launches with) and `image_uri("smp", ...)` asks
-the SDK for the URI. The default is the newest SMP release there, for its PyTorch version.
+The default PyTorch image is the SageMaker PyTorch 2.13 DLC, the course's own PyTorch (aws/deep-learning-containers
+docs/pytorch/changelog, 2026-07-20): the Amazon Linux 2023 line in the `pytorch` repository of the regional DLC
+registries, read from the SageMaker SDK's own table (sagemaker-core's image_uri_config/pytorch-amzn2023.json, the
+table `image_uris.retrieve(framework="pytorch-amzn2023")` launches with). It has neither SMDDP nor SMP: the
+current path is FSDP2 and NCCL over EFA. Frozen, dated images stay beside it: "smddp" is the last SageMaker PyTorch
+DLC with SMDDP inside (2.5.1, out of patch since 2025-10-29), "smp" the newest SMP v2 release (2.8.0, April 2025).
+SMP v2 images are not composed here: their tags change Python and CUDA between releases (2.2.0 is py310, 2.5.1 is
+cu124), so `smp_releases()` reads the SDK's image_uri_config/pytorch-smp.json and `image_uri("smp", ...)` asks the
+SDK for the URI. The default is the newest SMP release there, for its PyTorch version.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 
 # Regions where the three images below are all published (and their registry account), as the sources state.
@@ -45,8 +53,7 @@ class TrainingImage:
     repository: str
     accounts: dict[str, str]
     default_version: str
-    tag_template: str  # str.format with version=, processor=, cuda= (from extras); Neuron: sdk=, python=, os=
-    extras: dict[str, str] = field(default_factory=dict)
+    tag_template: str  # str.format with version= (Neuron: sdk=, python=, os= too)
     source: str = ""
 
 
@@ -54,11 +61,16 @@ IMAGES: dict[str, TrainingImage] = {
     i.kind: i
     for i in [
         TrainingImage(
-            "pytorch", "pytorch-training", _DLC_ACCOUNT, "2.3.0",
-            "{version}-{processor}-py311{cuda}-ubuntu20.04-sagemaker", {"cuda_gpu": "-cu121"},
-            source="AWS Deep Learning Containers, available_images.md: SageMaker PyTorch 2.3.0 training, "
-                   "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-"
-                   f"sagemaker (CPU: 2.3.0-cpu-py311-ubuntu20.04-sagemaker); {_DLC_ACCOUNTS_SOURCE}"),
+            "pytorch", "pytorch", _DLC_ACCOUNT, "2.13", "(from the SageMaker SDK)",
+            source="sagemaker-core 2.27.0 image_uri_config/pytorch-amzn2023.json (repository 'pytorch', tags "
+                   "2.13-cu133-amzn2023-sagemaker / 2.13-cpu-amzn2023-sagemaker, account 763104351884 in the DLC "
+                   "regions); aws/deep-learning-containers docs/pytorch/changelog/index.md, PyTorch 2.13 - 2026-07-20; "
+                   "older pytorch-training tags (2.3.0, 2.5.1) from available_images.md"),
+        TrainingImage(
+            "smddp", "pytorch-training", _DLC_ACCOUNT, "2.5.1", "{version}-gpu-py311-cu124-ubuntu22.04-sagemaker",
+            source="aws/deep-learning-containers pytorch/training/docker/2.5/py3/cu124/Dockerfile.gpu (its sagemaker "
+                   "stage installs smdistributed_dataparallel 2.6.0): the last SageMaker PyTorch DLC with SMDDP; "
+                   f"out of patch since 2025-10-29 (docs/src/legacy/legacy_support.yml); {_DLC_ACCOUNTS_SOURCE}"),
         TrainingImage(
             "smp", "smdistributed-modelparallel", _SMP_ACCOUNT, "2.5.1", "(from the SageMaker SDK)",
             source="sagemaker-core's image_uri_config/pytorch-smp.json (the SDK's table: PyTorch version -> SMP "
@@ -90,6 +102,13 @@ NEURON_TRAINING_TAGS = {
     "1.13.1": {"sdk": "2.15.0", "python": "py310", "os": "ubuntu20.04"},
 }
 NEURON_SDK_FOR_PYTORCH = {version: tag["sdk"] for version, tag in NEURON_TRAINING_TAGS.items()}
+
+# The Ubuntu pytorch-training line (before the Amazon Linux 2023 `pytorch` repository): version -> Python, CUDA, OS,
+# as their tags spell them (available_images.md; sagemaker-core's image_uri_config/pytorch.json for the Python).
+PYTORCH_TRAINING_TAGS = {
+    "2.3.0": {"python": "py311", "cuda": "cu121", "os": "ubuntu20.04"},
+    "2.5.1": {"python": "py311", "cuda": "cu124", "os": "ubuntu22.04"},
+}
 
 
 def neuron_sdk(version: str | None = None) -> str:
@@ -136,11 +155,24 @@ def _smp_image_uri(region: str, version: str | None) -> str:
                                              distribution=distribution, instance_type="ml.p4d.24xlarge")
 
 
+def _dlc_image_uri(region: str, version: str, processor: str) -> str:
+    """The SageMaker PyTorch DLC of the Amazon Linux 2023 line, from the SDK's own table."""
+    from sagemaker.core import image_uris
+
+    instance = "ml.p4d.24xlarge" if processor == "gpu" else "ml.m5.xlarge"
+    try:
+        return image_uris.retrieve(framework="pytorch-amzn2023", region=region, version=version,
+                                   instance_type=instance, image_scope="training")
+    except ValueError as e:
+        raise ImageError(f"no SageMaker PyTorch {version} training image in {region!r} per the SDK's table "
+                         f"(image_uri_config/pytorch-amzn2023.json): {e}") from None
+
+
 def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | None = None,
               processor: str = "gpu") -> str:
-    """The training image URI for `kind` ("pytorch", "smp", "neuron") in `region`.
+    """The training image URI for `kind` ("pytorch", "smddp", "smp", "neuron") in `region`.
 
-    processor is "gpu" or "cpu" (the PyTorch DLC only: SMP needs GPUs, Neuron runs on Trainium)."""
+    processor is "gpu" or "cpu" (the PyTorch DLC only: SMDDP and SMP need GPUs, Neuron runs on Trainium)."""
     if kind not in IMAGES:
         raise ImageError(f"unknown image kind {kind!r}: choose one of {', '.join(IMAGES)}")
     image = IMAGES[kind]
@@ -153,10 +185,19 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
         raise ImageError(f"the {kind} image has no CPU variant: use kind='pytorch' for a CPU instance")
     if kind == "smp":
         return _smp_image_uri(region, version)
-    cuda = image.extras.get("cuda_gpu", "") if processor == "gpu" else ""
     version = version or image.default_version
-    parts = NEURON_TRAINING_TAGS[version] if kind == "neuron" and neuron_sdk(version) else {}
-    tag = image.tag_template.format(version=version, processor=processor, cuda=cuda, **parts)
+    if kind == "pytorch" and version not in PYTORCH_TRAINING_TAGS:
+        return _dlc_image_uri(region, version, processor)
+    if kind in ("pytorch", "smddp"):
+        if version not in PYTORCH_TRAINING_TAGS:
+            raise ImageError(f"no pytorch-training image {version} is listed here; use one of "
+                             f"{', '.join(PYTORCH_TRAINING_TAGS)}, or the pytorch kind's {IMAGES['pytorch'].default_version}")
+        t = PYTORCH_TRAINING_TAGS[version]
+        cuda = f"-{t['cuda']}" if processor == "gpu" else ""
+        tag = f"{version}-{processor}-{t['python']}{cuda}-{t['os']}-sagemaker"
+        return f"{image.accounts[region]}.dkr.ecr.{region}.amazonaws.com/pytorch-training:{tag}"
+    parts = NEURON_TRAINING_TAGS[version] if neuron_sdk(version) else {}  # only the neuron kind is left
+    tag = image.tag_template.format(version=version, **parts)
     suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
     return f"{image.accounts[region]}.dkr.ecr.{region}{suffix}/{image.repository}:{tag}"
 

@@ -9,9 +9,11 @@
     cleanup()                                         # stop the course's running jobs, release warm pools
 
 One code path, two places to run: both backends build the same SDK v3 `ModelTrainer` (fmlab.jobs.request).
-backend="sagemaker" checks the worst-case cost against your budget and your account's quotas, validates
-the request against the SageMaker API model, and calls AWS. backend="local" (the default without AWS
-credentials) captures the very same request in-process and hands it to the sandbox (fmlab.sandbox).
+Both run `fmlab preflight`'s account-free checks on the request first (fmlab.jobs.preflight: the API model, the
+service rules, the image against the script) and refuse with the failing check's message (PreflightFailed).
+backend="sagemaker" also checks the worst-case cost against your budget and your account's quotas, then calls
+AWS. backend="local" (the default without AWS credentials) captures the very same request in-process and hands
+it to the sandbox (fmlab.sandbox).
 Credentials are never printed: everything shown passes through `job_guards.redact`.
 """
 
@@ -203,9 +205,11 @@ def launch(spec: JobSpec, backend: str | None = None, budget_usd: float | None =
 
 
 def _launch_local(spec: JobSpec, estimate: CostEstimate | None) -> Job:
+    from fmlab.jobs.preflight import refuse_unless_ok
     from fmlab.jobs.request import capture_request
 
     captured = capture_request(spec, "local")
+    refuse_unless_ok(captured.request)  # what SageMaker would refuse, the sandbox refuses too, before anything runs
     for uri, content in captured.uploads.items():
         path = storage.to_local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -66,7 +66,7 @@ def training_image(spec: JobSpec) -> str:
     """The container image URI for the spec: a full URI as given, else built from the catalog of images."""
     if spec.image and "/" in spec.image:
         return spec.image
-    processor = processor_for(spec.instance_type) if spec.image_kind == "pytorch" else "gpu"  # SMP/Neuron: one kind
+    processor = processor_for(spec.instance_type) if spec.image_kind == "pytorch" else "gpu"  # SMDDP/SMP/Neuron: one
     return image_uri(spec.image_kind, spec.aws_region, spec.image_version, processor)
 
 
@@ -210,13 +210,14 @@ def _buckets(s3) -> list[str]:
 
 
 def validation_hook(store: dict):
-    """A botocore handler for CREATE_EVENT that validates the request against the service model before it is
-    sent (raising RequestInvalid stops the call) and keeps a copy in `store`."""
-    from fmlab.sandbox.validate import validate_request
+    """A botocore handler for CREATE_EVENT that runs preflight's account-free checks (fmlab.jobs.preflight: the
+    API model, the service rules, the image against the script) before the request is sent; raising
+    PreflightFailed stops the call. Keeps a copy of the request in `store`."""
+    from fmlab.jobs.preflight import refuse_unless_ok
 
     def hook(params, **_):
         store.update(params)
-        validate_request(params)
+        refuse_unless_ok(params)
 
     return hook
 

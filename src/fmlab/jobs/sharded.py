@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from fmlab.jobs.spec import JobSpec
 from fmlab.plan import catalog
+from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
 
 @dataclass(frozen=True)
@@ -75,14 +76,10 @@ def environment() -> dict[str, str]:
     return {v.name: v.value for v in EFA_ENVIRONMENT}
 
 
-# StoppingCondition.MaxRuntimeInSeconds: "When RetryStrategy is specified in the job request, MaxRuntimeInSeconds
-# specifies the maximum time for all of the attempts in total, not each individual attempt. ... The maximum value
-# is 28 days." (CreateTrainingJob API reference, in botocore's sagemaker service model, botocore 1.44.8, read
-# 2026-11-24.) The same text gives 30 days as the most a job can last including the upload after it stops.
-MAX_RUN_DAYS = 28
-MAX_RUN_SECONDS = MAX_RUN_DAYS * 86400
-MAX_RUN_SOURCE = ("CreateTrainingJob API reference, StoppingCondition.MaxRuntimeInSeconds (botocore 1.44.8's sagemaker "
-                  "model, read 2026-11-24): 'The maximum value is 28 days', for all retry attempts in total")
+# SageMaker's limit on one job's run time, all retry attempts included: one value, in fmlab.service.rules with its
+# source (the CreateTrainingJob API reference, StoppingCondition.MaxRuntimeInSeconds).
+MAX_RUN_SECONDS = MAX_RUNTIME_SECONDS
+MAX_RUN_DAYS = MAX_RUN_SECONDS // 86400
 
 # Instance storage of the NVMe instances the course runs on (count, GB each). On them SageMaker provisions no EBS
 # volume: "Available storage is fixed to the NVMe-type instance's storage capacity" and the training paths

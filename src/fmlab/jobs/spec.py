@@ -72,7 +72,7 @@ class JobSpec:
     max_wait_seconds: int | None = None  # spot only: run time plus time waiting for capacity
     role: str | None = None  # execution role ARN; required for SageMaker
     region: str | None = None  # None: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1
-    image: str = ""  # "" picks from distribution and instance; or "pytorch" | "smp" | "neuron" | a full URI
+    image: str = ""  # "" picks from distribution, backend and instance; or "pytorch" | "smddp" | "smp" | "neuron" | a URI
     image_version: str | None = None
     environment: dict[str, str] = field(default_factory=dict)
     bucket: str | None = None  # staging and default output bucket; None: the SDK's default bucket on AWS
@@ -102,7 +102,10 @@ class JobSpec:
             return "custom"
         if self.instance_type.removeprefix("ml.").startswith("trn"):
             return "neuron"
-        return "smp" if self.distribution == "smp" else "pytorch"
+        if self.distribution == "smp":
+            return "smp"
+        # the smddp backend needs SMDDP in the image: only the frozen PyTorch 2.5 DLC (and SMP images) carry it
+        return "smddp" if str(self.hyperparameters.get("backend", "")) == "smddp" else "pytorch"
 
     def devices_per_host(self) -> int | None:
         """Accelerators per instance as launchers count them (None when the catalog does not know the type)."""

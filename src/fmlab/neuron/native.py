@@ -34,6 +34,7 @@ from fmlab.neuron.sharding import NeuronLayoutError
 from fmlab.parallel.config import ParallelConfig
 from fmlab.plan import catalog
 from fmlab.plan.compute import PlanError
+from fmlab.service import manifest_for
 
 ENTRY_POINT = "entrypoints/train.py"  # the course's own training script, as on GPUs
 COURSE_TORCH = torch.__version__.split("+")[0]  # the PyTorch the course runs (2.13.0)
@@ -186,8 +187,12 @@ def trn2_problems(spec: JobSpec) -> list[str]:
         if m["region"] != spec.aws_region:
             out.append(f"image: it is in {m['region']} but the job runs in {spec.aws_region}; SageMaker pulls from "
                        "the job's region")
-        if m["repo"] in ("pytorch-training", "smdistributed-modelparallel") or "-gpu-" in m["tag"] or "cu1" in m["tag"]:
+        known = manifest_for(image)  # fmlab.service.images: what the image was built for, where the course knows it
+        if (known and known.processor == "gpu") or m["repo"] in ("pytorch-training", "smdistributed-modelparallel") \
+                or "-gpu-" in m["tag"] or "cu1" in m["tag"]:
             out.append(f"image: {m['repo']}:{m['tag']} is a CUDA image; Trainium needs TorchNeuron")
+        elif known and known.processor == "cpu":
+            out.append(f"image: {m['repo']}:{m['tag']} is a CPU image; Trainium needs TorchNeuron")
         elif m["repo"] == "pytorch-training-neuronx" and m["tag"].startswith(("1.", "2.1.", "2.5", "2.6", "2.7", "2.8",
                                                                                "2.9")):
             out.append(f"image: {m['tag']} is the PyTorch/XLA (NxD) container, whose training support ended; the "

@@ -6,6 +6,12 @@ the machine), copy the input channels and any checkpoints into each host's /opt/
 script on every host (fmlab.sandbox.host builds the commands and the SM_* environment), copy checkpoints up
 while it runs, stop it at MaxRuntimeInSeconds or on StopTrainingJob (SIGTERM), and upload model.tar.gz and
 output.tar.gz. It is the only writer of the job's status.json while it lives.
+
+Failures are classified as SageMaker classifies them (fmlab.service.retry): a process that exits nonzero or is
+killed (SIGKILL, the OOM killer) is an AlgorithmError and is never retried; a lost instance (a host whose processes
+left the lost-instance mark, `--fault lose-host`) is an InternalServerError, which a RetryStrategy retries: the lost
+host is replaced by a fresh one, the others are rebooted (their processes restarted), every host gets the
+checkpoints back from the checkpoint URI, and MaxRuntimeInSeconds bounds all attempts together.
 """
 
 from __future__ import annotations
@@ -27,15 +33,14 @@ from fmlab import storage
 from fmlab.environment import free_port, redact
 from fmlab.sandbox.host import Host, process_environment, read_launch, sync_folder
 from fmlab.sandbox.state import capacity, now, root, write_json
+from fmlab.service import retry as service_retry
 
 FAILURE_REASON_MAX = 1024  # DescribeTrainingJob's FailureReason is at most 1024 characters
 SYNC_SECONDS = 2.0
 LOG_TAIL_LINES = 12
 STEP_LINE = re.compile(r"\bstep=\d+ ")
-# A worker killed by SIGKILL (torchrun reports "exitcode  : -9" / "Signal 9 (SIGKILL)"): what a lost instance or
-# GPU looks like from inside. The sandbox reports it as SageMaker's InternalServerError, the failure that a
-# RetryStrategy retries; any other failure is the script's own (AlgorithmError) and is not retried.
-INSTANCE_FAULT = re.compile(r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\)")
+LOST_MARKER = "instance-lost"  # a host folder holding this file lost its instance (fmlab.train.faults lose-host)
+LOST_MARKER_VARIABLE = "FMLAB_SANDBOX_LOST_MARKER"
 
 
 class _Slots:
@@ -173,10 +178,13 @@ class Supervisor:
                 if self.checkpoint_uri and storage.to_local_path(self.checkpoint_uri).is_dir():
                     sync_folder(storage.to_local_path(self.checkpoint_uri), host.checkpoints, {})
             self.set_status("Training", f"{self.launch.driver} on {len(self.hosts)} host(s) x {per_host} process(es)")
+            # MaxRuntimeInSeconds bounds all attempts together (fmlab.service.rules, max-runtime)
+            self.deadline = time.monotonic() + (self.request.get("StoppingCondition") or {}).get(
+                "MaxRuntimeInSeconds", 86400)
             outcome, reason = self.train(per_host, need)
             retries = (self.request.get("RetryStrategy") or {}).get("MaximumRetryAttempts", 0)
             attempt = 1
-            while outcome == "Failed" and reason.startswith("InternalServerError") and attempt <= retries:
+            while (outcome == "Failed" and service_retry.retried(reason.split(":", 1)[0]) and attempt <= retries):
                 self.retry(attempt, retries, reason)
                 attempt += 1
                 outcome, reason = self.train(per_host, need)
@@ -217,11 +225,13 @@ class Supervisor:
         hps = self.request.get("HyperParameters") or {}
         endpoint = f"127.0.0.1:{free_port()}"
         threads = max(1, slots // max(1, len(self.hosts) * per_host))
-        deadline = time.monotonic() + (self.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", 86400)
+        deadline = getattr(self, "deadline", time.monotonic() + 86400)
         readers = []
         for host in self.hosts:
             env = process_environment(dict(os.environ), host.environment(self.request, self.launch, self.name),
                                       threads, host.checkpoints if self.checkpoint_uri else None)
+            env.update({k: str(v) for k, v in (self.request.get("Environment") or {}).items()})  # as in the container
+            env[LOST_MARKER_VARIABLE] = str(host.folder / LOST_MARKER)
             cmd = host.command(self.launch, hps, per_host, endpoint, self.name)
             self.say(f"{host.name}: {' '.join(cmd[:2] + [c for c in cmd[2:] if not c.startswith('/')][:8])} ...")
             proc = subprocess.Popen(cmd, cwd=host.code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -233,6 +243,7 @@ class Supervisor:
         while not outcome:
             codes = [p.poll() for p in self.procs]
             failed = [(h, c) for h, c in zip(self.hosts, codes, strict=True) if c not in (None, 0)]
+            failed.sort(key=lambda hc: not (hc[0].folder / LOST_MARKER).exists())  # a lost instance explains the rest
             if failed:
                 outcome, reason = "Failed", self.failure_reason(*failed[0])
             elif all(c == 0 for c in codes):
@@ -253,12 +264,20 @@ class Supervisor:
         return outcome, reason
 
     def retry(self, attempt: int, retries: int, reason: str) -> None:
-        """What SageMaker does for a RetryStrategy: new instances, the checkpoints copied back from S3."""
+        """What SageMaker does for a RetryStrategy after an InternalServerError: the lost instance replaced by a
+        fresh one, the healthy ones rebooted, the checkpoints copied back from S3 to every host."""
         self.sync_checkpoints(final=True)
+        lost = [h for h in self.hosts if (h.folder / LOST_MARKER).exists()]
+        kept = [h.name for h in self.hosts if h not in lost]
+        what = (f"{', '.join(h.name for h in lost)} replaced" if lost else "every host replaced") + \
+            (f", {', '.join(kept)} rebooted" if lost and kept else "")
         self.set_status("Restarting", f"{reason.splitlines()[0][:200]}: retry {attempt} of {retries} "
-                        "(RetryStrategy) on fresh hosts, checkpoints copied back from the checkpoint URI")
+                        f"(RetryStrategy): {what}; checkpoints copied back from the checkpoint URI")
         self.procs = []
         for host in self.hosts:
+            if host in lost or not lost:  # a replacement instance starts from nothing
+                shutil.rmtree(host.folder, ignore_errors=True)
+                host.prepare(self.request)
             for path in sorted(host.checkpoints.glob("*"), reverse=True):
                 if path.is_dir():
                     shutil.rmtree(path)
@@ -293,11 +312,16 @@ class Supervisor:
         lines = [ln for ln in (self.folder / "job.log").read_text(errors="replace").splitlines()
                  if ln.startswith(f"[{host.name}]")][-LOG_TAIL_LINES:]
         tail = "\n".join(ln[len(host.name) + 3:] for ln in lines)
-        killed = code == -signal.SIGKILL or INSTANCE_FAULT.search(tail)
-        kind = "InternalServerError" if killed else "AlgorithmError"
-        if kind == "InternalServerError":
-            written = written or "a training process was killed (SIGKILL), as when an instance or its GPU is lost"
-        head = f"{kind}: {written or 'the entry script exited with code ' + str(code)} on {host.name}"
+        lost = (host.folder / LOST_MARKER).exists()
+        kind = service_retry.failure_kind(code, host_lost=lost)
+        if lost:
+            written = f"instance {host.name} was lost ({(host.folder / LOST_MARKER).read_text().strip()})"
+        elif not written:
+            written = f"the entry script {service_retry.describe_exit(code)}"
+        if not lost and code < 0:
+            written += ("; a process that dies is the script failing, not retried by RetryStrategy "
+                        f"({service_retry.SOURCE})")
+        head = f"{kind}: {written} on {host.name}"
         reason = f"{head}. Last lines of its log:\n{tail}"
         return reason if len(reason) <= FAILURE_REASON_MAX else reason[:120] + " ... " + reason[-(FAILURE_REASON_MAX - 125):]
 

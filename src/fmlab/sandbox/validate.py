@@ -4,9 +4,12 @@ botocore checks a request's shape (required fields, unknown keys, types) but not
 maxima, enumerations (instance types), patterns (job names, role ARNs). The service model that botocore ships
 has them all, so the sandbox walks the request against it and names every field that SageMaker would reject,
 plus a few cross-field rules the service enforces that the model cannot express (spot needs a max wait time).
+Shape is not acceptance: the service's prose rules and the image against the script (fmlab.service: 28 days of
+run time, FSDP2 on a PyTorch 2.3 image, ...) are refused too, each with its rule and source.
 
     from fmlab.sandbox.validate import validate_request, problems_in
     problems_in({"TrainingJobName": "my_job", ...})   # -> [Problem("TrainingJobName", "..."), ...]
+    api_problems(request)                              # the API model's problems only
     validate_request(request)                          # raises RequestInvalid naming each field
 """
 
@@ -181,13 +184,26 @@ def _cross_field(request: dict, out: list[Problem]) -> None:
         out.append(Problem("ResourceConfig.InstanceCount", "must be at least 1"))
 
 
-def problems_in(request: dict, operation: str = OPERATION) -> list[Problem]:
-    """Every problem SageMaker would report for `request` (PascalCase, as boto3 sends it)."""
+def api_problems(request: dict, operation: str = OPERATION) -> list[Problem]:
+    """The problems botocore's API model (and the cross-field rules above) finds in `request`."""
     shape = service_model().operation_model(operation).input_shape
     out: list[Problem] = []
     _check(shape, request, "", out)
     if operation == OPERATION and isinstance(request, dict):
         _cross_field(request, out)
+    return out
+
+
+def problems_in(request: dict, operation: str = OPERATION) -> list[Problem]:
+    """Every problem SageMaker would report for `request` (PascalCase, as boto3 sends it), or that would stop
+    the job as it starts: the API model's, then the service rules' and the image's (CreateTrainingJob only)."""
+    out = api_problems(request, operation)
+    if operation == OPERATION and isinstance(request, dict):
+        from fmlab.service import refusals
+
+        named = {p.field for p in out}  # a field the API model already names is not named twice
+        out += [Problem(f"[{f.check}]", f"{f.message} (source: {f.source})") for f in refusals(request)
+                if f.field not in named or not f.field]
     return out
 
 

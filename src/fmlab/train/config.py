@@ -57,7 +57,7 @@ class TrainConfig:
     stop_after: int = 0  # stop after this step as if the job were killed (resume drills); 0: run to max_steps
     collective_timeout: float = 600.0  # seconds a collective may wait for a dead or hung peer before the run fails
     # recovery drills (fmlab.train.faults), off by default; a fault fires only in torchrun attempt fault_attempt
-    fault: str = "none"  # none | kill (SIGKILL) | hang (sleep) | freeze (SIGSTOP) at a step | kill-save (mid-save)
+    fault: str = "none"  # none | kill (SIGKILL) | hang | freeze (SIGSTOP) | kill-save (mid-save) | lose-host (sandbox)
     fault_step: int = 0  # the step it strikes (kill-save: inside its save; the others: before its forward pass)
     fault_rank: int = 0  # the global rank it strikes
     fault_attempt: int = 0  # the TORCHELASTIC_RESTART_COUNT it fires in: 0, the first start (restarts run clean)

@@ -10,8 +10,13 @@
         --fault kill-save --fault-step 4 --fault-rank 1
 
 Each kind looks to the other ranks like the real fault it stands for:
-  kill       SIGKILL at the start of step N, before its forward pass: a lost instance, the kernel's OOM killer.
-             The others' next collective fails at once (gloo: "Connection closed by peer").
+  kill       SIGKILL at the start of step N, before its forward pass: the kernel's OOM killer, a crash. The
+             others' next collective fails at once (gloo: "Connection closed by peer"). On SageMaker a process
+             that dies is the script failing, an AlgorithmError: RetryStrategy does not retry it.
+  lose-host  the whole instance is lost at the start of step N: in the sandbox the process leaves the host's
+             lost-instance mark ($FMLAB_SANDBOX_LOST_MARKER) and is SIGKILLed, and the sandbox reports what
+             SageMaker reports for a lost instance, an InternalServerError, which RetryStrategy retries (the lost
+             host replaced, the others rebooted). Outside the sandbox it is a kill.
   hang       at the start of step N the process sleeps for ever: alive, its connections open, but it never joins
              another collective (a deadlock, a stuck data loader). The others wait --collective-timeout seconds,
              then fail; torchrun's SIGTERM then ends the sleeper at once.
@@ -42,7 +47,9 @@ from pathlib import Path
 from fmlab.parallel.mesh import restart_attempt
 from fmlab.train.config import TrainConfig, TrainConfigError
 
-KINDS = ("none", "kill", "hang", "freeze", "kill-save")
+KINDS = ("none", "kill", "hang", "freeze", "kill-save", "lose-host")
+# The sandbox tells each host's processes where to leave the mark of a lost instance (fmlab.sandbox.supervisor).
+LOST_MARKER_VARIABLE = "FMLAB_SANDBOX_LOST_MARKER"
 _MID_SAVE = "killed (SIGKILL) in a checkpoint save, shards written, before the commit,"
 
 
@@ -111,6 +118,11 @@ class Faults:
             return
         if self.kind == "kill":
             self._strike("killed (SIGKILL)", signal.SIGKILL)
+        elif self.kind == "lose-host":
+            lost = os.environ.get(LOST_MARKER_VARIABLE)
+            if lost:
+                Path(lost).write_text(f"instance lost at step {self.step} (--fault lose-host on rank {self.rank})\n")
+            self._strike("loses its instance (SIGKILL)", signal.SIGKILL)
         elif self.kind == "freeze":
             self._strike("freezes (SIGSTOP)", signal.SIGSTOP)  # until SIGCONT, or torchrun's SIGKILL
         elif self.kind == "hang":

@@ -1,0 +1,147 @@
+"""Every SageMaker training job the course builds, by name, and the CreateTrainingJob request each would send.
+
+    fmlab job request --list            # sweep, ddp, smddp, fsdp, fsdp-tp, smp, retry, gpt30b, trn1, trn2
+    fmlab job request gpt30b            # its captured request as JSON: `| fmlab preflight -` checks it
+
+Each job is built by the package's own builders, with the settings its notebook uses: the module 3 sweep job
+(fmlab.jobs.sweep on notebook 03's base), module 4's DDP (torchrun, NCCL over EFA) and SMDDP (mpirun with
+fmlab.parallel.smddp.mpi_launch, the smddp backend, on the frozen SMDDP image), module 5's FSDP and SMP v2 jobs
+and module 6's FSDP + TP, module 8's retried job, module 7's 30B run (fmlab.jobs.sharded.ShardedRun), and module
+9's trn1 (fmlab.neuron.job) and trn2 (fmlab.neuron.native) jobs. The request is captured by
+fmlab.jobs.request.capture_request (moto, nothing reaches AWS), with placeholder role, bucket and account that you
+replace with yours. tests/course/test_course_requests.py asserts that every one passes `fmlab preflight`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fmlab.jobs.spec import JobSpec
+
+ROLE = "arn:aws:iam::111122223333:role/fmlab-course"  # placeholders: your execution role, bucket and account
+BUCKET = "s3://fmlab-course/fmlab"
+ACCOUNT = "111122223333"
+REGION = "us-west-2"
+DATA = f"{BUCKET}/data/gpt2-tokens"
+
+
+def _efa() -> dict[str, str]:
+    from fmlab.jobs.sharded import environment
+
+    return environment()
+
+
+def sweep_job() -> JobSpec:
+    """Module 3: one job of the learning-rate sweep (notebook 03's base, a warm pool kept between jobs)."""
+    from fmlab.jobs import sweep
+
+    base = JobSpec("sweep", hyperparameters={"max_steps": 40, "micro_batch": 8, "warmup_steps": 3, "log_every": 1,
+                                             "tensorboard": False},
+                   inputs={"train": DATA}, instance_type="ml.g5.xlarge", keep_alive_seconds=600, max_run_seconds=900,
+                   role=ROLE, region=REGION)
+    return sweep(base, "lr", [1e-3, 3e-3])[0]
+
+
+def _data_parallel(name: str, **changes) -> JobSpec:
+    fields = dict(hyperparameters={"model": "llama2-7b", "max_steps": 1000, "micro_batch": 1, "backend": "nccl"},
+                  instance_type="ml.p4d.24xlarge", instance_count=2, distribution="torchrun", inputs={"train": DATA},
+                  environment=_efa(), checkpoint_s3_uri=f"{BUCKET}/checkpoints/{name}", max_run_seconds=86400,
+                  role=ROLE, region=REGION)
+    fields.update(changes)
+    return JobSpec(name, **fields)
+
+
+def ddp_job() -> JobSpec:
+    """Module 4: DDP over NCCL (EFA) on 2 x p4d, torchrun, in the current PyTorch DLC."""
+    return _data_parallel("ddp")
+
+
+def smddp_job() -> JobSpec:
+    """Module 4: the same DDP job with SMDDP's AllReduce: mpirun (16 ranks, 8 per instance), backend smddp, on the
+    last SageMaker PyTorch DLC that ships SMDDP (2.5.1, frozen)."""
+    # fmlab.jobs.request builds MPI(**fmlab.parallel.smddp.mpi_launch(8, 2)) for distribution="mpi"
+    return _data_parallel("smddp", distribution="mpi",
+                          hyperparameters={"model": "llama2-7b", "max_steps": 1000, "micro_batch": 1,
+                                           "backend": "smddp"})
+
+
+def fsdp_job() -> JobSpec:
+    """Module 5: FSDP2 hybrid sharding of the 30B model on 16 x p4de, in the current PyTorch DLC."""
+    return _data_parallel("fsdp", instance_type="ml.p4de.24xlarge", instance_count=16,
+                          hyperparameters={"model": "gpt-30b", "sharding": "hybrid", "hybrid_shard_degree": 8,
+                                           "activation_checkpointing": "full", "max_steps": 1000})
+
+
+def fsdp_tp_job() -> JobSpec:
+    """Module 6: FSDP2 + DTensor tensor parallelism (tp 2) on 2 x p4d."""
+    return _data_parallel("fsdp-tp", hyperparameters={"model": "gpt-30b", "sharding": "full", "tp": 2,
+                                                      "activation_checkpointing": "full", "max_steps": 1000})
+
+
+def smp_job() -> JobSpec:
+    """Module 5: SMP v2 hybrid sharding with activation offloading, in the SMP v2 image (frozen at v2.8.0)."""
+    return _data_parallel("smp", instance_type="ml.p4de.24xlarge", instance_count=16, distribution="smp",
+                          smp={"hybrid_shard_degree": 8, "sm_activation_offloading": True,
+                               "activation_loading_horizon": 2},
+                          hyperparameters={"model": "gpt-30b", "activation_checkpointing": "full", "max_steps": 1000})
+
+
+def retry_job() -> JobSpec:
+    """Module 8: a sharded job with a RetryStrategy and checkpoints synced to S3 (a lost instance is retried)."""
+    return JobSpec("retry", distribution="torchrun", instance_type="ml.g5.12xlarge", inputs={"train": DATA},
+                   checkpoint_s3_uri=f"{BUCKET}/checkpoints/retry", max_retry_attempts=2, max_run_seconds=7200,
+                   hyperparameters={"model": "tiny", "max_steps": 200, "sharding": "full", "checkpoint_every": 20},
+                   role=ROLE, region=REGION)
+
+
+def gpt30b_job() -> JobSpec:
+    """Module 7: the 30B GPT run (SMP v2 on 16 x p4d, EFA, FastFile, checkpoints): fmlab.jobs.sharded."""
+    from fmlab.jobs.sharded import ShardedRun
+
+    return ShardedRun().job_spec(data_uri=DATA, checkpoint_uri=f"{BUCKET}/checkpoints/gpt30b", role=ROLE,
+                                 region=REGION)
+
+
+def trn1_job() -> JobSpec:
+    """Module 9: continued pretraining of Llama 2 70B on trn1 with NxD (the pinned Neuron image)."""
+    from fmlab.neuron.job import LLAMA2_70B_TRN1, trn1_job_spec
+
+    return trn1_job_spec(LLAMA2_70B_TRN1, weights_uri=f"{BUCKET}/weights/llama2-70b-nxd", data_uri=DATA,
+                         checkpoint_uri=f"{BUCKET}/checkpoints/llama2-70b", role=ROLE, region=REGION)
+
+
+def trn2_job() -> JobSpec:
+    """Module 9: the course's own script on trn2 with TorchNeuron (your image in your ECR)."""
+    from fmlab.jobs.images import torchneuron_image_uri
+    from fmlab.neuron.native import LLAMA2_70B_TRN2, trn2_job_spec
+
+    return trn2_job_spec(LLAMA2_70B_TRN2, image_uri=torchneuron_image_uri(ACCOUNT, "us-east-2"), data_uri=DATA,
+                         checkpoint_uri=f"{BUCKET}/checkpoints/llama2-70b-trn2", role=ROLE, region="us-east-2")
+
+
+COURSE_JOBS: dict[str, tuple[str, Callable[[], JobSpec]]] = {
+    "sweep": ("module 3", sweep_job), "ddp": ("module 4", ddp_job), "smddp": ("module 4", smddp_job),
+    "fsdp": ("module 5", fsdp_job), "smp": ("module 5", smp_job), "fsdp-tp": ("module 6", fsdp_tp_job),
+    "gpt30b": ("module 7", gpt30b_job), "retry": ("module 8", retry_job), "trn1": ("module 9", trn1_job),
+    "trn2": ("module 9", trn2_job),
+}
+
+
+class UnknownCourseJob(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def course_spec(name: str) -> JobSpec:
+    """The JobSpec of one course job by name."""
+    if name not in COURSE_JOBS:
+        raise UnknownCourseJob(f"no course job named {name!r}: choose one of {', '.join(COURSE_JOBS)} "
+                               "(fmlab job request --list)")
+    return COURSE_JOBS[name][1]()
+
+
+def course_request(name: str) -> dict:
+    """The CreateTrainingJob request the course job `name` would send (captured in-process, nothing sent)."""
+    from fmlab.jobs.request import capture_request
+
+    return capture_request(course_spec(name), backend="sagemaker").request

@@ -1,0 +1,272 @@
+"""SageMaker's training rules that the API model cannot state, as data with their sources, and the pure checks.
+
+botocore's model carries shapes, enums and ranges; the service enforces more, written only in the prose of the
+API reference and the developer guide: MaxRuntimeInSeconds stops at 28 days for all attempts together, NVMe
+instances ignore VolumeSizeInGB, a RetryStrategy retries InternalServerError only, a warm pool is kept for at
+most an hour by the guide (six by the model), SMDDP runs on P4 only, InstancePreferences excludes InstanceType.
+Each rule below says what, where it is written and when it was read; `rule_findings(request)` applies them to a
+CreateTrainingJob request (the dict boto3's create_training_job takes) and names the rule and source in each
+finding. Used by fmlab.sandbox.validate (the sandbox refuses what SageMaker refuses) and fmlab.jobs.preflight.
+
+    from fmlab.service.rules import rule_findings
+    [f for f in rule_findings(request) if f.level == "fail"]   # -> [Finding("max-runtime", "fail", "...", source)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+READ = "2026-11-24"
+BOTOCORE_MODEL = "botocore 1.44.8, data/sagemaker/2017-07-24/service-2.json"  # the model shipped in the venv
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One service rule: its id, what it says, where it is written and when that was read."""
+
+    id: str
+    text: str
+    source: str
+    read: str = READ
+
+    def cite(self) -> str:
+        return f"{self.source}, read {self.read}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's verdict on a request: pass, warn (accepted, but not what you meant) or fail (refused, or the
+    job cannot start or will die on start)."""
+
+    check: str
+    level: str  # "pass" | "warn" | "fail"
+    message: str
+    source: str = ""
+    field: str = ""  # the request field at fault, where one is (e.g. "ResourceConfig.KeepAlivePeriodInSeconds")
+
+    def __str__(self) -> str:
+        return f"{self.level.upper():<4} {self.check}: {self.message}" + (f" [{self.source}]" if self.source else "")
+
+
+MAX_RUNTIME_SECONDS = 28 * 86400  # 2,419,200
+KEEP_ALIVE_API_MAX = 21_600  # ResourceConfig.KeepAlivePeriodInSeconds max in the model
+KEEP_ALIVE_GUIDE_MAX = 3_600  # the developer guide's warm-pool lifecycle
+SMDDP_INSTANCES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
+# Instance families whose storage is NVMe instance store. The first three are the API reference's own examples;
+# the others carry NVMe SSD instance storage on the EC2 instance-type pages (NOT re-read in this session).
+NVME_FAMILIES_API = ("p4d", "g4dn", "g5")
+NVME_FAMILIES_EC2 = ("p4de", "p5", "p5e", "p5en", "g6", "g6e", "trn1", "trn1n", "trn2")
+CHECKPOINT_PATH = "/opt/ml/checkpoints"
+
+RULES: dict[str, Rule] = {r.id: r for r in [
+    Rule("max-runtime",
+         "StoppingCondition.MaxRuntimeInSeconds is at most 28 days (2,419,200 s); with a RetryStrategy it bounds "
+         "all attempts together, not each one. (A job's total time, uploads included, is at most 30 days.)",
+         f"API reference, StoppingCondition.MaxRuntimeInSeconds: 'The maximum value is 28 days' ({BOTOCORE_MODEL}; "
+         "the model itself carries only min 1)"),
+    Rule("nvme-volume",
+         "On instances with NVMe SSD instance storage SageMaker provisions no EBS volume: VolumeSizeInGB is "
+         "ignored and storage is the instance's own.",
+         f"API reference, ResourceConfig.VolumeSizeInGB ('When using an ML instance with NVMe SSD volumes, "
+         f"SageMaker doesn't provision Amazon EBS ... For example ... ml.p4d, ml.g4dn, and ml.g5'; {BOTOCORE_MODEL})"),
+    Rule("retry-scope",
+         "RetryStrategy retries a job that failed with an InternalServerError (the platform's fault: a lost or "
+         "broken instance), up to MaximumRetryAttempts (1-30); a failure of the script itself (AlgorithmError: "
+         "nonzero exit, a process killed by the OOM killer) is not retried. On a GPU fault SageMaker reboots an "
+         "instance when that recovers it and replaces it when not, then restarts the job from its checkpoint.",
+         "API reference, RetryStrategy ('when the job fails due to an InternalServerError'); developer guide, "
+         "'Cluster repairs for GPU errors' (docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints-cluster-repair"
+         ".html)"),
+    Rule("warm-pool",
+         "KeepAlivePeriodInSeconds: the API model allows 0-21,600 s (6 h); the developer guide's warm-pool page "
+         "says the maximum is 3,600 s (60 min).",
+         f"{BOTOCORE_MODEL}, ResourceConfig.KeepAlivePeriodInSeconds max 21600; developer guide 'Train Using "
+         "SageMaker Managed Warm Pools' (docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html): 'The "
+         "maximum length of time allowed for the KeepAlivePeriodInSeconds is 3600 seconds (60 minutes)'"),
+    Rule("smddp-instances",
+         "The SMDDP library (the smddp backend) supports ml.p4d.24xlarge and ml.p4de.24xlarge only (not P5).",
+         "developer guide, 'Compatibility with the SMDDP library optimized for AWS infrastructure' (SMP v2): 'The "
+         "SMDDP library supports P4 and P4de instances'; 'Supported frameworks, AWS Regions, and instances types' "
+         "(distributed-data-parallel-support)"),
+    Rule("image-instance",
+         "An image runs on the processor it was built for: a CUDA image (the PyTorch GPU DLC, every SMP v2 image, "
+         "the SMDDP-carrying DLCs) needs an NVIDIA GPU instance (ml.p*, ml.g*); a Neuron image needs Trainium "
+         "(ml.trn*); a CPU image runs anywhere but uses no accelerator.",
+         "the image's tag and build (fmlab.service.images: each manifest's processor, from its Dockerfile or "
+         "changelog)"),
+    Rule("instance-preferences",
+         "ResourceConfig.InstancePreferences (an ordered list of instance types, one is chosen) is mutually "
+         "exclusive with InstanceType, InstanceGroups, InstancePlacementConfig and EnableManagedSpotTraining; each "
+         "instance type may appear once; a preference's TrainingPlanArns plan must be of that instance type.",
+         f"API reference, ResourceConfig.InstancePreferences and InstancePreference ({BOTOCORE_MODEL})"),
+    Rule("training-plan",
+         "ResourceConfig.TrainingPlanArn runs the job on a training plan's reserved capacity: the plan must exist, "
+         "be Active or Scheduled and match the instance type and count; MaxPendingTimeInSeconds counts only time "
+         "waiting in an Active plan. Only AWS can check the plan itself.",
+         f"API reference, ResourceConfig.TrainingPlanArn and StoppingCondition.MaxPendingTimeInSeconds "
+         f"({BOTOCORE_MODEL})"),
+    Rule("checkpoint-path",
+         "CheckpointConfig syncs CheckpointConfig.LocalPath (default /opt/ml/checkpoints) with S3Uri; the course's "
+         "script writes and resumes from /opt/ml/checkpoints, so another LocalPath is never synced.",
+         f"API reference, CheckpointConfig.LocalPath ({BOTOCORE_MODEL}); fmlab.train.config.SAGEMAKER_CHECKPOINTS"),
+]}
+
+
+def _family(instance_type: str) -> str:
+    return instance_type.removeprefix("ml.").split(".")[0]
+
+
+def has_nvme(instance_type: str) -> bool:
+    """True for instance types whose storage is NVMe instance store (VolumeSizeInGB is ignored)."""
+    return _family(instance_type) in NVME_FAMILIES_API + NVME_FAMILIES_EC2
+
+
+def instance_types(request: dict) -> list[str]:
+    """Every instance type a request may run on: InstanceType, each instance group's, each preference's."""
+    rc = request.get("ResourceConfig") or {}
+    kinds = [rc.get("InstanceType")] + [g.get("InstanceType") for g in rc.get("InstanceGroups") or []]
+    kinds += [p.get("InstanceType") for p in rc.get("InstancePreferences") or []]
+    return [k for k in kinds if isinstance(k, str)]
+
+
+def _fail(rule: str, message: str, field: str = "") -> Finding:
+    return Finding(rule, "fail", message, RULES[rule].cite(), field)
+
+
+def _warn(rule: str, message: str) -> Finding:
+    return Finding(rule, "warn", message, RULES[rule].cite())
+
+
+def _runtime(request: dict) -> list[Finding]:
+    stop = request.get("StoppingCondition") or {}
+    run = stop.get("MaxRuntimeInSeconds", 86400)
+    if not isinstance(run, int) or isinstance(run, bool):
+        return []
+    retries = (request.get("RetryStrategy") or {}).get("MaximumRetryAttempts")
+    if run > MAX_RUNTIME_SECONDS:
+        return [_fail("max-runtime", f"MaxRuntimeInSeconds {run:,} s ({run / 86400:.1f} days) is above the maximum "
+                      f"of 28 days ({MAX_RUNTIME_SECONDS:,} s): split a longer run into a chain of jobs that resume "
+                      "from checkpoints")]
+    note = f"MaxRuntimeInSeconds {run:,} s ({run / 86400:.2f} days) is within 28 days"
+    if retries:
+        note += f"; with {retries} retries it bounds all {retries + 1} attempts together"
+    return [Finding("max-runtime", "pass", note, RULES["max-runtime"].cite())]
+
+
+SDK_DEFAULT_VOLUME_GB = 30  # what SDK v3's Compute sends when no volume is asked for (sagemaker-core's Compute)
+
+
+def _volume(request: dict) -> list[Finding]:
+    rc = request.get("ResourceConfig") or {}
+    kind, size = rc.get("InstanceType"), rc.get("VolumeSizeInGB")
+    if isinstance(kind, str) and has_nvme(kind) and isinstance(size, int) and size > SDK_DEFAULT_VOLUME_GB:
+        return [_warn("nvme-volume", f"{kind} has NVMe instance storage: VolumeSizeInGB={size} is ignored (no EBS "
+                      "volume is attached); what fits on disk is the instance's own storage")]
+    return []
+
+
+def _retry(request: dict) -> list[Finding]:
+    retries = (request.get("RetryStrategy") or {}).get("MaximumRetryAttempts")
+    if not retries:
+        return []
+    out = [Finding("retry-scope", "pass", f"RetryStrategy retries InternalServerError up to {retries} times; a "
+                   "script failure (AlgorithmError, an OOM-killed process included) is not retried",
+                   RULES["retry-scope"].cite())]
+    if not (request.get("CheckpointConfig") or {}).get("S3Uri"):
+        out.append(_warn("retry-scope", "a retried job starts again on new instances with nothing on disk: without "
+                         "CheckpointConfig it restarts from step 0"))
+    return out
+
+
+def _warm_pool(request: dict) -> list[Finding]:
+    keep = (request.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep <= 0:
+        return []
+    if keep > KEEP_ALIVE_API_MAX:
+        return [_fail("warm-pool", f"KeepAlivePeriodInSeconds {keep:,} is above the API model's maximum "
+                      f"{KEEP_ALIVE_API_MAX:,} s (the developer guide gives {KEEP_ALIVE_GUIDE_MAX:,} s)",
+                      "ResourceConfig.KeepAlivePeriodInSeconds")]
+    if keep > KEEP_ALIVE_GUIDE_MAX:
+        return [_warn("warm-pool", f"KeepAlivePeriodInSeconds {keep:,}: the API model allows up to "
+                      f"{KEEP_ALIVE_API_MAX:,} s but the developer guide says {KEEP_ALIVE_GUIDE_MAX:,} s is the "
+                      "maximum; 3,600 or less is safe by both")]
+    return [Finding("warm-pool", "pass", f"KeepAlivePeriodInSeconds {keep:,} s is within both the API model "
+                    f"({KEEP_ALIVE_API_MAX:,}) and the developer guide ({KEEP_ALIVE_GUIDE_MAX:,})",
+                    RULES["warm-pool"].cite())]
+
+
+def _preferences(request: dict) -> list[Finding]:
+    rc = request.get("ResourceConfig") or {}
+    prefs = rc.get("InstancePreferences")
+    out = []
+    if prefs:
+        clash = [k for k in ("InstanceType", "InstanceGroups", "InstancePlacementConfig") if rc.get(k)]
+        if request.get("EnableManagedSpotTraining"):
+            clash.append("EnableManagedSpotTraining")
+        if clash:
+            out.append(_fail("instance-preferences", f"InstancePreferences cannot be combined with "
+                             f"{', '.join(clash)}: give the instance types only in the preference list"))
+        kinds = [p.get("InstanceType") for p in prefs if isinstance(p, dict)]
+        repeated = sorted({k for k in kinds if kinds.count(k) > 1})
+        if repeated:
+            out.append(_fail("instance-preferences", f"{', '.join(repeated)} appears more than once in "
+                             "InstancePreferences: each instance type may appear once"))
+        per_pref_plans = any(p.get("TrainingPlanArns") for p in prefs if isinstance(p, dict))
+        if per_pref_plans and rc.get("TrainingPlanArn"):
+            out.append(_fail("instance-preferences", "set a training plan either per preference (TrainingPlanArns) "
+                             "or for the job (ResourceConfig.TrainingPlanArn), not both"))
+    if rc.get("TrainingPlanArn"):
+        out.append(_warn("training-plan", f"the job runs on training plan {rc['TrainingPlanArn']}: its state, "
+                         "instance type and capacity can only be checked against your account"))
+    return out
+
+
+def _checkpoint(request: dict) -> list[Finding]:
+    cc = request.get("CheckpointConfig") or {}
+    if not cc.get("S3Uri"):
+        return []
+    local = cc.get("LocalPath") or CHECKPOINT_PATH
+    if local.rstrip("/") != CHECKPOINT_PATH:
+        return [_fail("checkpoint-path", f"CheckpointConfig.LocalPath {local!r} is not {CHECKPOINT_PATH}, where the "
+                      "course's script saves and resumes: its checkpoints would never reach S3")]
+    return [Finding("checkpoint-path", "pass", f"{CHECKPOINT_PATH} is synced with {cc['S3Uri']}",
+                    RULES["checkpoint-path"].cite())]
+
+
+def uses_smddp(request: dict) -> bool:
+    """True when the request's script is told to use the smddp backend (the course's --backend hyperparameter)."""
+    hps = request.get("HyperParameters") or {}
+    return str(hps.get("backend", "")).strip('"') == "smddp"
+
+
+def processor_of(instance_type: str) -> str:
+    """"gpu" (ml.p*, ml.g*), "neuron" (ml.trn*, ml.inf*) or "cpu"."""
+    family = _family(instance_type)
+    if family.startswith(("trn", "inf")):
+        return "neuron"
+    return "gpu" if family[:1] in ("p", "g") else "cpu"
+
+
+def _library_instances(request: dict, image_processor: str | None) -> list[Finding]:
+    out = []
+    kinds = instance_types(request)
+    if uses_smddp(request):
+        wrong = [k for k in kinds if k not in SMDDP_INSTANCES]
+        if wrong:
+            out.append(_fail("smddp-instances", f"backend smddp on {', '.join(wrong)}: SMDDP supports "
+                             f"{' and '.join(SMDDP_INSTANCES)} only; use backend nccl there"))
+    if image_processor in ("gpu", "neuron"):
+        wrong = [k for k in kinds if processor_of(k) != image_processor]
+        if wrong:
+            need = "an NVIDIA GPU instance (ml.p*, ml.g*)" if image_processor == "gpu" else "Trainium (ml.trn*)"
+            out.append(_fail("image-instance", f"a {image_processor.upper() if image_processor == 'gpu' else 'Neuron'}"
+                             f" image on {', '.join(wrong)}: it needs {need}"))
+    return out
+
+
+def rule_findings(request: dict, image_processor: str | None = None) -> list[Finding]:
+    """Every service rule applied to a CreateTrainingJob request (PascalCase): pass, warn and fail findings."""
+    if not isinstance(request, dict):
+        return []
+    return (_runtime(request) + _volume(request) + _retry(request) + _warm_pool(request) + _preferences(request)
+            + _checkpoint(request) + _library_instances(request, image_processor))

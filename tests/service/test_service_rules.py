@@ -1,0 +1,218 @@
+"""Each SageMaker rule beyond the API model, and each image feature, broken by a request: refused (or warned) with
+its rule and source, by fmlab.service, by the sandbox's validator and by preflight. No AWS.
+
+Sources are in src/fmlab/service/rules.py, images.py and features.py (botocore 1.44.8's SageMaker model prose, the
+developer guide, aws/deep-learning-containers, pytorch PRs #141868 and #133881)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from fmlab import sandbox
+from fmlab.sandbox.validate import RequestInvalid, api_problems, problems_in, validate_request
+from fmlab.service import MANIFESTS, manifest_for, refusals, service_findings
+from fmlab.service import retry as service_retry
+from fmlab.service.features import features_of, image_having
+
+IMAGE_213 = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13-cu133-amzn2023-sagemaker"
+IMAGE_23 = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker"
+IMAGE_251 = "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5.1-gpu-py311-cu124-ubuntu22.04-sagemaker"
+IMAGE_SMP = "658645717510.dkr.ecr.us-west-2.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
+IMAGE_TORCHNEURON = "111122223333.dkr.ecr.us-east-2.amazonaws.com/fmlab-torchneuron:2.13.0-neuronx2.13.3-sdk2.33.0-ubuntu26.04"
+
+GOOD = {
+    "TrainingJobName": "fmlab-preflight-demo",
+    "RoleArn": "arn:aws:iam::111122223333:role/fmlab-course",
+    "AlgorithmSpecification": {"TrainingImage": IMAGE_213, "TrainingInputMode": "File"},
+    "HyperParameters": {"lr": "0.0003", "max_steps": "200"},
+    "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://fmlab-course/fmlab/data/tiny"}}}],
+    "OutputDataConfig": {"S3OutputPath": "s3://fmlab-course/fmlab/output"},
+    "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+    "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+}
+
+
+def request(**changes) -> dict:
+    """GOOD with top-level sections updated (dicts merged one level deep)."""
+    r = copy.deepcopy(GOOD)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(r.get(key), dict):
+            r[key].update(value)
+        else:
+            r[key] = value
+    return r
+
+
+def levels(r: dict, check: str) -> list[str]:
+    return [f.level for f in service_findings(r) if f.check == check]
+
+
+def refused(r: dict, check: str, source_words: str) -> str:
+    """Assert `r` is refused by the `check` rule, citing its source, by fmlab.service and by the sandbox."""
+    found = [f for f in refusals(r) if f.check == check]
+    assert found, [str(f) for f in service_findings(r)]
+    assert source_words in found[0].source
+    with pytest.raises(RequestInvalid) as e:
+        validate_request(r)
+    assert f"[{check}]" in str(e.value) and source_words in str(e.value)
+    return found[0].message
+
+
+def test_the_good_request_passes_every_check():
+    assert not api_problems(GOOD) and not problems_in(GOOD) and not refusals(GOOD)
+
+
+def test_max_runtime_above_28_days_is_refused_citing_the_api_reference():
+    r = request(StoppingCondition={"MaxRuntimeInSeconds": 30 * 86400})
+    assert not api_problems(r)  # the model carries only min 1: shape alone accepts it
+    message = refused(r, "max-runtime", "StoppingCondition.MaxRuntimeInSeconds")
+    assert "30.0 days" in message and "2,419,200" in message and "chain of jobs" in message
+    assert levels(request(StoppingCondition={"MaxRuntimeInSeconds": 28 * 86400}), "max-runtime") == ["pass"]
+
+
+def test_max_runtime_with_retries_bounds_all_attempts_together():
+    r = request(RetryStrategy={"MaximumRetryAttempts": 3},
+                CheckpointConfig={"S3Uri": "s3://fmlab-course/ck", "LocalPath": "/opt/ml/checkpoints"})
+    note = next(f for f in service_findings(r) if f.check == "max-runtime")
+    assert note.level == "pass" and "all 4 attempts together" in note.message
+
+
+def test_a_sized_volume_on_an_nvme_instance_is_warned_as_ignored():
+    r = request(ResourceConfig={"VolumeSizeInGB": 1325})
+    warn = next(f for f in service_findings(r) if f.check == "nvme-volume")
+    assert warn.level == "warn" and "ignored" in warn.message and "ResourceConfig.VolumeSizeInGB" in warn.source
+    assert levels(request(ResourceConfig={"InstanceType": "ml.m5.xlarge", "VolumeSizeInGB": 500}),
+                  "nvme-volume") == []  # EBS-only instances use the volume
+
+
+def test_warm_pool_above_the_guide_warns_and_above_the_api_model_fails():
+    guide = request(ResourceConfig={"KeepAlivePeriodInSeconds": 7200})
+    assert levels(guide, "warm-pool") == ["warn"]
+    warn = next(f for f in service_findings(guide) if f.check == "warm-pool")
+    assert "21,600" in warn.message and "3,600" in warn.message and "train-warm-pools.html" in warn.source
+    over = request(ResourceConfig={"KeepAlivePeriodInSeconds": 86400})
+    found = [f for f in refusals(over) if f.check == "warm-pool"]
+    assert found and "21,600" in found[0].message and "3,600" in found[0].message
+    assert "KeepAlivePeriodInSeconds max 21600" in found[0].source
+    with pytest.raises(RequestInvalid) as e:  # the API model names the field; the rule does not say it twice
+        validate_request(over)
+    assert e.value.fields == ["ResourceConfig.KeepAlivePeriodInSeconds"]
+    assert levels(request(ResourceConfig={"KeepAlivePeriodInSeconds": 600}), "warm-pool") == ["pass"]
+
+
+def test_retry_without_checkpoints_warns_that_it_starts_from_step_0():
+    r = request(RetryStrategy={"MaximumRetryAttempts": 2})
+    assert levels(r, "retry-scope") == ["pass", "warn"]
+    found = [f for f in service_findings(r) if f.check == "retry-scope"]
+    assert "InternalServerError" in found[0].message and "step 0" in found[1].message
+    assert "API reference, RetryStrategy" in found[1].source
+
+
+def test_retry_scope_a_killed_process_is_not_retried_a_lost_host_is():
+    assert service_retry.failure_kind(-9, host_lost=False) == "AlgorithmError"  # the OOM killer's SIGKILL
+    assert service_retry.failure_kind(1, host_lost=False) == "AlgorithmError"
+    assert service_retry.failure_kind(-9, host_lost=True) == "InternalServerError"
+    assert not service_retry.retried("AlgorithmError") and service_retry.retried("InternalServerError")
+    assert "RetryStrategy" in service_retry.SOURCE and "cluster-repair" in service_retry.SOURCE
+    assert "OOM killer" in service_retry.describe_exit(-9)
+
+
+def test_smddp_backend_off_p4_is_refused():
+    r = request(AlgorithmSpecification={"TrainingImage": IMAGE_251},
+                HyperParameters={"backend": '"smddp"'}, ResourceConfig={"InstanceType": "ml.p5.48xlarge"})
+    message = refused(r, "smddp-instances", "SMDDP library supports P4 and P4de")
+    assert "ml.p5.48xlarge" in message and "nccl" in message
+    assert not [f for f in refusals(request(AlgorithmSpecification={"TrainingImage": IMAGE_251},
+                                            HyperParameters={"backend": "smddp"}))]
+
+
+def test_an_image_on_the_wrong_processor_is_refused():
+    message = refused(request(ResourceConfig={"InstanceType": "ml.trn1.32xlarge"}), "image-instance",
+                      "fmlab.service.images")
+    assert "ml.trn1.32xlarge" in message and "GPU" in message
+
+
+def test_instance_preferences_exclude_instance_type_and_repeat_nothing():
+    prefs = [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 2}, {"InstanceType": "ml.p5.48xlarge"}]
+    r = request(ResourceConfig={"InstancePreferences": prefs})
+    found = [f for f in refusals(r) if f.check == "instance-preferences"]
+    assert any("InstanceType" in f.message for f in found) and any("more than once" in f.message for f in found)
+    assert "InstancePreferences" in found[0].source
+    refused(r, "instance-preferences", "ResourceConfig.InstancePreferences")
+    ok = copy.deepcopy(GOOD)
+    ok["ResourceConfig"] = {"InstancePreferences": [{"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1},
+                                                    {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}],
+                            "VolumeSizeInGB": 30}
+    assert not [f for f in refusals(ok) if f.check == "instance-preferences"]
+
+
+def test_a_training_plan_is_warned_as_checkable_only_on_aws():
+    arn = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/course-plan"
+    r = request(ResourceConfig={"TrainingPlanArn": arn})
+    assert not api_problems(r)
+    assert levels(r, "training-plan") == ["warn"]
+    both = request(ResourceConfig={"TrainingPlanArn": arn, "InstanceType": None, "InstancePreferences": [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1, "TrainingPlanArns": [arn]}]})
+    refused(both, "instance-preferences", "InstancePreference")
+
+
+def test_checkpoints_elsewhere_than_opt_ml_checkpoints_are_refused():
+    r = request(CheckpointConfig={"S3Uri": "s3://fmlab-course/ck", "LocalPath": "/tmp/ck"})
+    assert "never reach S3" in refused(r, "checkpoint-path", "CheckpointConfig.LocalPath")
+
+
+def test_fsdp_on_the_pytorch_2_3_image_is_refused_naming_the_feature_version_and_an_image():
+    r = request(AlgorithmSpecification={"TrainingImage": IMAGE_23}, HyperParameters={"sharding": '"full"'})
+    message = refused(r, "image/fsdp2", "PR #141868")
+    assert "PyTorch >= 2.6" in message and "PyTorch 2.3.0" in message and "pytorch:2.13-cu133" in message
+    assert not refusals(request(HyperParameters={"sharding": "full"}))  # the 2.13 DLC has it
+
+
+def test_tensor_parallelism_needs_2_5_and_smddp_smp_nxd_need_their_library():
+    tp = request(AlgorithmSpecification={"TrainingImage": IMAGE_23}, HyperParameters={"tp": "2"})
+    assert "PyTorch >= 2.5" in refused(tp, "image/dtensor-tp", "PR #133881")
+    smddp = request(HyperParameters={"backend": "smddp"})
+    assert "pytorch-training:2.5.1" in refused(smddp, "image/smddp", "SMDDP")
+    smp = request(HyperParameters={"mp_parameters": '{"hybrid_shard_degree": 8}'})
+    assert "smdistributed-modelparallel" in refused(smp, "image/smp", "SMP v2 release notes")
+    nxd = request(AlgorithmSpecification={"TrainingImage": IMAGE_TORCHNEURON},
+                  ResourceConfig={"InstanceType": "ml.trn2.48xlarge"}, HyperParameters={"tensor_parallel_size": "8"})
+    assert "pytorch-training-neuronx:2.9.0" in refused(nxd, "image/nxd", "neuronx")
+    on_smp = request(AlgorithmSpecification={"TrainingImage": IMAGE_SMP},
+                     HyperParameters={"mp_parameters": '{"hybrid_shard_degree": 8}', "backend": "smddp"})
+    assert not refusals(on_smp)
+
+
+def test_features_follow_the_hyperparameters_only():
+    assert [f.id for f in features_of({"HyperParameters": {"sharding": '"hybrid"', "tp": '"4"'}})] == \
+        ["fsdp2", "dtensor-tp"]
+    assert [f.id for f in features_of({"HyperParameters": {"mp_parameters": '{"tensor_parallel_degree": 2}',
+                                                           "tp": "4"}})] == ["smp"]
+    assert features_of({"HyperParameters": {"sharding": "none", "tp": "1"}}) == []
+
+
+def test_every_manifest_has_a_source_a_date_and_finds_itself():
+    for m in MANIFESTS:
+        assert m.source and m.read and m.pytorch and m.python, m.name
+        assert manifest_for(f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{m.repository}:{m.tag}") is m
+    assert manifest_for("public.ecr.aws/unknown/image:1.0") is None
+    assert image_having(features_of({"HyperParameters": {"backend": "smddp"}})[0]).name == "pytorch-2.5-gpu"
+
+
+def test_an_unknown_image_is_a_warning_not_a_refusal():
+    r = request(AlgorithmSpecification={"TrainingImage": "111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1"})
+    assert levels(r, "image") == ["warn"] and not refusals(r)
+
+
+def test_the_sandbox_refuses_what_preflight_refuses(local_env):
+    from fmlab.jobs.preflight import preflight
+
+    for broken in (request(StoppingCondition={"MaxRuntimeInSeconds": 30 * 86400}),
+                   request(AlgorithmSpecification={"TrainingImage": IMAGE_23}, HyperParameters={"sharding": "full"})):
+        assert not preflight(broken, quotas=False).ok
+        with pytest.raises(RequestInvalid):
+            sandbox.submit(broken, start=False)
+    assert not list((local_env / "sandbox").glob("jobs/*"))  # refused before a job folder exists

@@ -34,6 +34,9 @@ def test_sharded_data_parallel_notebook(run_notebook):
     assert rec["smp_layout"] == {"sharding": "hybrid", "hybrid_shard_degree": 8, "activation_checkpointing": "full",
                                  "activation_offloading": True, "offload_horizon": 2}
     assert rec["import_seconds"] > 0
+    mics = rec["mics"]  # MiCS's published figures against the traffic model (section 7)
+    assert mics["mfu"] == pytest.approx(169 / 312, abs=1e-3) and mics["group"] == 64
+    assert abs(mics["zero3_bytes_growth"]) < 0.01  # ZeRO-3's bytes per GPU barely change from 128 to 512 GPUs
 
 
 @pytest.mark.distributed

@@ -1,6 +1,6 @@
 """Every lab, discovered on disk: the solution passes every check, the unsolved lab fails every check.
 
-A lab labs/lab_NN_topic.ipynb is checked by fmlab.labs.labNN, whose LAB lists its exercises; a new lab is
+A lab labs/lab_NN_topic.ipynb (or lab_NNx_topic, a module's second lab) is checked by fmlab.labs.labNN(x), whose LAB lists its exercises; a new lab is
 picked up here without editing this file.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LABS = sorted(p.stem for p in (ROOT / "labs").glob("lab_[0-9][0-9]_*.ipynb"))
+LABS = sorted(p.stem for p in (ROOT / "labs").glob("lab_[0-9][0-9]*_*.ipynb"))
 
 pytestmark = pytest.mark.notebook
 

@@ -36,4 +36,6 @@ def test_data_at_scale_notebook(run_notebook, local_bucket, tmp_path):
     days = compute.estimate_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, 0.4).days
     assert rec["gpt30b_read_mb_per_s"] == pytest.approx(300e9 / (days * 86_400) * 2 / 1e6, abs=1e-3)
     assert rec["tokens_per_param_llama2_7b"] == pytest.approx(2e12 / 7e9, abs=0.1)
+    mb_s = 300e9 / (days * 86_400) * 2 / 1e6  # the smallest FSx for Lustre against the 30B run's reads
+    assert rec["fsx_headroom"] == round(1.2 * 125 / mb_s) and rec["fsx_headroom"] > 100
     assert "course_sequences" not in rec  # prepare_course_dataset=False was honoured

@@ -65,4 +65,4 @@ def test_no_improvement_fails_its_gate(climbed):
     r = check_gate(Rung("base", climbed["base"]), climbed["job"], climbed["data"], "s3://fmlab-local/ladder-test/base",
                    previous_val_loss=1.0, planned_tokens_per_s=None)
     assert not r.passed and r.checks == {"checkpoint": True, "improves": False}
-    assert "does not beat 1.0000" in r.reasons[0]
+    assert "is not 10% lower in perplexity than 1.0000" in r.reasons[0]

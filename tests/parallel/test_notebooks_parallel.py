@@ -36,6 +36,9 @@ def test_sharded_data_parallel_notebook(run_notebook):
     assert rec["smp_status"] == {"status": "frozen", "last": "2.8.0", "date": "2025-04-01",
                                  "image": "2.5.1-gpu-py311-cu124"}  # fmlab.parallel.status
     assert rec["import_seconds"] > 0
+    mics = rec["mics"]  # MiCS's published figures against the traffic model (section 7)
+    assert mics["mfu"] == pytest.approx(169 / 312, abs=1e-3) and mics["group"] == 64
+    assert abs(mics["zero3_bytes_growth"]) < 0.01  # ZeRO-3's bytes per GPU barely change from 128 to 512 GPUs
 
 
 @pytest.mark.distributed

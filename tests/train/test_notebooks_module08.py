@@ -41,6 +41,10 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
 
     assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # 5 s timeout, not a hang
     assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5
+    assert rec["nb08.consolidated"]["max_logit_diff"] == 0.0 and rec["nb08.consolidated"]["files"] >= 2
+    assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB
+    assert rec["nb08.gather_fp32_gb"] == pytest.approx(4 * compute.param_count(catalog.model("gpt-30b")) / 1e9,
+                                                       abs=0.1)
     assert rec["nb08.seconds"] < 150
 
 

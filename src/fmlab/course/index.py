@@ -4,7 +4,7 @@
     python -m fmlab.course.index --check   # exit 1 (and say so) when the committed index is out of date
 
 `make lab` opens this index. It is generated, so it grows with the course: a module's notebook
-(notebooks/NN_*.ipynb), lab (labs/lab_NN_*.ipynb, solution in labs/solutions/) and deck (slides/NN_*.md,
+(notebooks/NN_*.ipynb), lab (labs/lab_NN_*.ipynb, solution in labs/solutions/; a further lab labs/lab_NNx_*.ipynb) and deck (slides/NN_*.md,
 built to build/slides/NN_*.html) are found by their number and linked; titles come from each file's first
 `# heading`; the one-line summaries are below. tests/course/test_course_index.py fails while the index is stale.
 """
@@ -15,7 +15,7 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fmlab.environment import ROOT
@@ -78,6 +78,7 @@ class Module:
     lab: Path | None = None
     solution: Path | None = None
     deck: Path | None = None
+    more_labs: list[tuple[Path, Path | None]] = field(default_factory=list)  # lab_NNx_*: a module's further labs
 
 
 def _first(folder: Path, pattern: str) -> Path | None:
@@ -92,7 +93,9 @@ def find_modules(root: Path = ROOT) -> list[Module]:
                             ("[0-9][0-9]_*.md", "slides")):
         numbers |= {re.search(r"\d\d", p.name).group(0) for p in (root / folder).glob(pattern)}
     return [Module(n, _first(root / "notebooks", f"{n}_*.ipynb"), _first(root / "labs", f"lab_{n}_*.ipynb"),
-                   _first(root / "labs" / "solutions", f"lab_{n}_*.ipynb"), _first(root / "slides", f"{n}_*.md"))
+                   _first(root / "labs" / "solutions", f"lab_{n}_*.ipynb"), _first(root / "slides", f"{n}_*.md"),
+                   [(p, _first(root / "labs" / "solutions", p.name))
+                    for p in sorted((root / "labs").glob(f"lab_{n}[a-z]_*.ipynb"))])
             for n in sorted(numbers)]
 
 
@@ -104,7 +107,7 @@ def heading(path: Path) -> str:
     else:
         text = path.read_text(encoding="utf-8")
     line = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), path.stem)
-    return re.sub(r"^(Lab\s+)?\d\d\s*·\s*", "", line)
+    return re.sub(r"^(Lab\s+)?\d\d[a-z]?\s*·\s*", "", line)
 
 
 def _row(m: Module) -> str:
@@ -113,11 +116,13 @@ def _row(m: Module) -> str:
         notebook = f"[{heading(m.notebook)}]({m.notebook.name}): {summary}"
     else:
         notebook = f"{PLANNED_TITLES.get(m.number, 'Module ' + m.number)}: {summary} *(in preparation)*"
-    lab = ""
-    if m.lab:
-        lab = f"[{heading(m.lab)}](../labs/{m.lab.name})"
-        if m.solution:
-            lab += f" ([solution](../labs/solutions/{m.solution.name}))"
+    labs = []
+    for path, solution in ([(m.lab, m.solution)] if m.lab else []) + m.more_labs:
+        text = f"[{heading(path)}](../labs/{path.name})"
+        if solution:
+            text += f" ([solution](../labs/solutions/{solution.name}))"
+        labs.append(text)
+    lab = "; ".join(labs)
     deck = ""
     if m.deck:
         deck = f"[deck](../build/slides/{m.deck.with_suffix('.html').name}) ([source](../slides/{m.deck.name}))"

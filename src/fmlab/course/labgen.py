@@ -30,6 +30,10 @@ from pathlib import Path
 
 from fmlab.environment import ROOT
 
+# A lab's file name: lab_NN_topic.ipynb, or lab_NNx_topic.ipynb for a module's second lab (lab_08b_failure_zoo);
+# its checks live in fmlab.labs.labNN / labNNx.
+LAB_GLOB = "lab_[0-9][0-9]*_*.ipynb"
+
 BEGIN = re.compile(r"^(?P<indent>\s*)### BEGIN SOLUTION(?::\s*(?P<stub>.*))?\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
 
@@ -100,7 +104,7 @@ def has_markers(notebook: dict) -> bool:
 
 def solutions(root: Path = ROOT) -> list[Path]:
     """The solved labs that are built from markers."""
-    found = sorted((root / "labs" / "solutions").glob("lab_[0-9][0-9]_*.ipynb"))
+    found = sorted((root / "labs" / "solutions").glob(LAB_GLOB))
     return [p for p in found if has_markers(json.loads(p.read_text()))]
 
 

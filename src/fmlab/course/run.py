@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fmlab.course.labgen import LAB_GLOB
 from fmlab.environment import ROOT
 
 
@@ -29,7 +30,7 @@ def course_notebooks(root: Path = ROOT, labs: bool = True) -> list[Path]:
     """The course in order: notebooks/NN_*.ipynb, then labs/solutions/lab_NN_*.ipynb."""
     found = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if labs:
-        found += sorted((root / "labs" / "solutions").glob("lab_[0-9][0-9]_*.ipynb"))
+        found += sorted((root / "labs" / "solutions").glob(LAB_GLOB))
     return found
 
 

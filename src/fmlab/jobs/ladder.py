@@ -9,7 +9,8 @@ A rung passes its gate when
 1. its final checkpoint loads (DCP, resharded onto this one process) and, loaded, scores the held-out loss the
    job reported: the checkpoint is the model that was trained, complete and readable, before anything is
    built on it;
-2. its held-out loss beats the rung before (the first rung: the untrained model, about ln(vocabulary));
+2. its held-out perplexity is at least 10% below the rung before's (the first rung: the untrained model's,
+   about the vocabulary size): the one ladder rule of `fmlab.plan.gate`, which module 10's gate applies too;
 3. its throughput is at least the plan's divided by `factor`: a rung far below plan has a problem (data
    loading, communication, a bad layout) to fix before a 10x larger rung multiplies its cost.
 A rung whose job fails, or whose gate fails, ends the climb: the next rung is not launched.
@@ -26,6 +27,7 @@ from pathlib import Path
 from fmlab import storage
 from fmlab.jobs.job import Job, launch
 from fmlab.jobs.sharded import ShardedRun
+from fmlab.plan import gate
 
 DEFAULT_FACTOR = 4.0  # a rung may run this many times slower than planned and still pass
 
@@ -69,7 +71,7 @@ class GateResult:
                 "steps": self.steps, "job": self.status,
                 "checkpoint loads": self.checks.get("checkpoint"),
                 "held-out loss": self.reported_val_loss, "reloaded": self.reloaded_val_loss,
-                "to beat": self.previous_val_loss, "beats it": self.checks.get("improves"),
+                "to beat": gate.loss_to_beat(self.previous_val_loss), "beats it": self.checks.get("improves"),
                 "tokens/s": self.tokens_per_s, "planned tokens/s": self.planned_tokens_per_s,
                 "within plan": self.checks.get("throughput"), "gate": "PASS" if self.passed else "FAIL",
                 "why": "; ".join(self.reasons)}
@@ -163,10 +165,12 @@ def check_gate(rung: Rung, job: Job, data: str, checkpoint_uri: str, previous_va
     except CheckpointError as e:
         result.checks["checkpoint"] = False
         result.reasons.append(f"checkpoint does not load: {e}")
-    improves = result.reported_val_loss is not None and result.reported_val_loss < previous_val_loss
+    improves = gate.improves(result.reported_val_loss, previous_val_loss)
     result.checks["improves"] = improves
     if not improves:
-        result.reasons.append(f"held-out loss {result.reported_val_loss} does not beat {previous_val_loss:.4f}")
+        result.reasons.append(f"held-out loss {result.reported_val_loss} is not {gate.MIN_GAIN:.0%} lower in "
+                              f"perplexity than {previous_val_loss:.4f}: it must reach "
+                              f"{gate.loss_to_beat(previous_val_loss):.4f} (fmlab.plan.gate)")
     if planned_tokens_per_s:
         fast_enough = result.tokens_per_s >= planned_tokens_per_s / factor
         result.checks["throughput"] = fast_enough

@@ -154,9 +154,11 @@ def reference_save(folder, step, model, optimizer, scheduler, rank, world_size) 
 
 
 def reference_latest(folder) -> Path | None:
-    """The lab's solution to exercise 2."""
-    steps = complete_steps(folder)
-    return Path(folder) / f"{PREFIX}{steps[-1]:06d}" if steps else None
+    """The lab's solution to exercise 2: the complete step_N folder with the highest N, as a number."""
+    folder = Path(folder)
+    found = [p for p in folder.iterdir() if p.is_dir() and step_of(p) is not None and not problems(p)] \
+        if folder.is_dir() else []
+    return max(found, key=step_of) if found else None
 
 
 def reference_train(folder, steps, rank, world_size, every=EVERY, save=None, resume=True, start=0) -> dict:
@@ -417,7 +419,7 @@ def _truncate(path: Path) -> None:
         f.truncate(path.stat().st_size // 2)
 
 
-# (what happened, the damage: (action, step, file), the step expected, or None)
+# (what happened, the damage: (action, step, file or new name), the step (or folder name) expected, or None)
 DAMAGE = [
     ("three intact checkpoints", [], 12),
     ("step 12's rank1.pt cut to half its size (a partial copy from S3)", [("cut", 12, "rank1.pt")], 8),
@@ -427,6 +429,8 @@ DAMAGE = [
     ("a save of step 16 killed mid-way (.incomplete-step_000016)", [("staged", 16, None)], 12),
     (f"step 12's rank1.pt cut and step 8 without {MARKER}", [("cut", 12, "rank1.pt"), ("unmark", 8, None)], 4),
     ("every checkpoint damaged", [("cut", 12, "rank1.pt"), ("unmark", 8, None), ("delete", 4, "rank1.pt")], None),
+    ("folders named step_9 and step_10 (no zero padding): 10 is newer, though 'step_10' < 'step_9' as text",
+     [("rename", 8, "step_9"), ("rename", 12, "step_10")], "step_10"),
     ("an empty folder (a job's first start)", [("empty", 0, None)], None),
     ("a folder that does not exist yet", [("missing", 0, None)], None),
 ]
@@ -448,6 +452,8 @@ def _damaged(template: Path, folder: Path, actions) -> None:
             staged = folder / f".incomplete-{_name(step)}"
             staged.mkdir()
             shutil.copy2(folder / _name(12) / "rank0.pt", staged / "rank0.pt")
+        elif action == "rename":  # file: the new name
+            d.rename(folder / file)
         elif action == "empty":
             shutil.rmtree(folder)
             folder.mkdir()
@@ -475,7 +481,7 @@ def check_latest(latest_checkpoint, work) -> bool:
         except Exception as e:  # a bug in the answer is a failed case, not a crash
             wrong.append(f"with {what}, latest_checkpoint raised {type(e).__name__}: {e}")
             continue
-        expected = None if want is None else folder / _name(want)
+        expected = None if want is None else folder / (want if isinstance(want, str) else _name(want))
         try:
             same = (got is None and expected is None) or (
                 got is not None and expected is not None and Path(got).resolve() == expected.resolve())

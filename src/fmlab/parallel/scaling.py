@@ -17,22 +17,10 @@ Sources:
 from __future__ import annotations
 
 from fmlab.plan.compute import PlanError
+from fmlab.plan.layout import global_batch_tokens  # the one formula; module 7's layout rule uses it too
 
-
-def data_parallel_degree(devices: int, tp: int = 1, pp: int = 1) -> int:
-    if devices < 1 or tp < 1 or pp < 1 or devices % (tp * pp):
-        raise PlanError(f"tp x pp = {tp} x {pp} must divide the {devices} devices")
-    return devices // (tp * pp)
-
-
-def global_batch_tokens(devices: int, tp: int = 1, pp: int = 1, micro_batch: int = 1, seq_len: int = 4096,
-                        grad_accum: int = 1) -> int:
-    """Tokens in one optimizer step: data-parallel replicas x micro-batch x accumulation x sequence length.
-
-    Every data-parallel rank must get at least one sequence, so with pure (sharded) data parallelism the
-    smallest global batch grows with the cluster; tensor and pipeline parallelism divide the replicas.
-    """
-    return data_parallel_degree(devices, tp, pp) * micro_batch * grad_accum * seq_len
+__all__ = ["bubble_fraction", "global_batch_tokens", "gpipe_schedule", "hybrid_traffic", "smallest_tp_for_batch",
+           "three_d_layout"]
 
 
 def smallest_tp_for_batch(devices: int, max_tokens: int, seq_len: int = 4096, micro_batch: int = 1,

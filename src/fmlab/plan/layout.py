@@ -35,6 +35,10 @@ RECOMPUTE_CHOICES = compute.RECOMPUTE_CHOICES  # none | selective (keep matmul o
 # and keeps only O(s) statistics, so the 5as/h term disappears (Dao et al. 2022, FlashAttention, section 3).
 ATTENTION_CHOICES = ("eager", "flash")
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12  # bf16 weights and grads; fp32 master + Adam m, v
+# The largest global batch the layout rule accepts, in tokens per optimizer step: Llama 2 trained with 4M
+# (Touvron et al. 2023, "Llama 2", section 2.2), module 6's `max_batch_tokens`. Sharded data parallelism puts at
+# least one sequence on every replica, so its smallest global batch grows with the cluster.
+GLOBAL_BATCH_LIMIT_TOKENS = 4 * 2**20
 USABLE_FRACTION = 0.9  # leave ~10% of device memory for the framework, allocator slack and buffers
 
 
@@ -329,18 +333,43 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
                              + parts["optimizer"], "activations GB": sum(v for k, v in parts.items()
                                                                          if k.startswith("activations")),
                              "GB per device": p.memory_gb_per_device, "usable GB": p.usable_memory_gb,
-                             "fits": p.fits, "extra compute": compute.recompute_overhead(m, recompute)})
+                             "fits": p.fits, "extra compute": compute.recompute_overhead(m, recompute),
+                             "global batch tokens": global_batch_tokens(p.devices, tp, 1, micro_batch, p.seq_len)})
     return rows
 
 
-def choose(rows: list[dict]) -> dict:
-    """The course's rule among layouts that fit: least recomputation (it costs compute every step), then no
-    tensor parallelism (it all-reduces activations inside every layer), then the smallest shard degree (the
-    MiCS idea behind SMP's sharded data parallelism: gather from the smallest group that holds the states).
-    Raises PlanError when nothing fits."""
+def global_batch_tokens(devices: int, tp: int = 1, pp: int = 1, micro_batch: int = 1, seq_len: int = 4096,
+                        grad_accum: int = 1) -> int:
+    """Tokens per optimizer step: data-parallel replicas (devices / (tp x pp)) x micro-batch x accumulation x
+    sequence length. The smallest a layout can have is with micro-batch 1 and no accumulation."""
+    if devices < 1 or tp < 1 or pp < 1 or devices % (tp * pp):
+        raise PlanError(f"tp x pp = {tp} x {pp} must divide the {devices} devices")
+    return devices // (tp * pp) * micro_batch * grad_accum * seq_len
+
+
+def choose(rows: list[dict], max_global_batch_tokens: int = GLOBAL_BATCH_LIMIT_TOKENS) -> dict:
+    """The course's rule among layouts that fit and keep the global batch within `max_global_batch_tokens`
+    (module 6: sharded data parallelism grows the batch with the cluster; tensor parallelism divides it):
+
+    1. least recomputation (it costs compute on every step);
+    2. then no tensor parallelism (it all-reduces activations inside every layer, twice each way);
+    3. then the smallest shard degree. Not for bytes: a group of D GPUs gathers and reduce-scatters (D-1)/D of
+       every layer per GPU, so groups of 64 and 128 move about the same bytes (module 5's traffic model,
+       `parallel.scaling.hybrid_traffic`), and hybrid sharding adds a cross-replica all-reduce. For the size
+       of each collective group: a ring over fewer GPUs has fewer latency steps, each layer waits for fewer
+       stragglers, and the groups' collectives run side by side (the MiCS idea behind SMP's sharded data
+       parallelism: shard over the smallest group that holds the states).
+
+    Rows without "global batch tokens" are not held to the limit. Raises PlanError when nothing qualifies."""
     fitting = [r for r in rows if r["fits"]]
     if not fitting:
         raise PlanError("no candidate layout fits: add instances, use a larger-memory instance, or allow "
                         "recomputation, offloading or tensor parallelism")
-    return min(fitting, key=lambda r: (r["extra compute"], RECOMPUTE_CHOICES.index(r["recompute"]), r["tp"],
-                                       r["shard degree"]))
+    within = [r for r in fitting if r.get("global batch tokens", 0) <= max_global_batch_tokens]
+    if not within:
+        smallest = min(r["global batch tokens"] for r in fitting)
+        raise PlanError(f"every layout that fits has a global batch above {max_global_batch_tokens:,} tokens "
+                        f"(the smallest: {smallest:,}): allow a larger tensor-parallel degree or pipeline "
+                        "stages, which divide the data-parallel replicas, or use fewer devices")
+    return min(within, key=lambda r: (r["extra compute"], RECOMPUTE_CHOICES.index(r["recompute"]), r["tp"],
+                                      r["shard degree"]))

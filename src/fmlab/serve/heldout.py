@@ -26,6 +26,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fmlab.plan import gate
+
 
 class GateError(ValueError):
     """A run that cannot be gated (no complete checkpoint, no held-out split), with what to do about it."""
@@ -48,8 +50,8 @@ class CheckpointScore:
 class GateRule:
     """The thresholds of the gate between two phases."""
 
-    min_gain: float = 0.10  # the newest perplexity must be at least 10% below the baseline's
-    max_rise: float = 0.05  # no evaluation after the best may be more than 5% above it (divergence)
+    min_gain: float = gate.MIN_GAIN  # the newest perplexity at least 10% below the baseline's (plan.gate)
+    max_rise: float = gate.MAX_RISE  # no evaluation after the best more than 5% above it (divergence)
 
 
 @dataclass
@@ -128,7 +130,7 @@ def decide(curve: list[CheckpointScore], baseline_loss: float, rule: GateRule = 
     best = min((c for c in curve if math.isfinite(c.loss)), key=lambda c: c.loss, default=None)
     verdict = Verdict(False, "", baseline, best, last)
     verdict.checks["finite"] = finite
-    verdict.checks["beats baseline"] = finite and last.perplexity <= (1 - rule.min_gain) * baseline
+    verdict.checks["beats baseline"] = finite and gate.improves(last.loss, baseline_loss, rule.min_gain)
     after_best = [c for c in curve if best is not None and c.step > best.step]
     rise = max((c.perplexity / best.perplexity - 1 for c in after_best), default=0.0) if best else math.inf
     verdict.checks["not diverging"] = finite and rise <= rule.max_rise

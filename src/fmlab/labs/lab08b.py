@@ -1,0 +1,303 @@
+"""Checks for labs/lab_08b_failure_zoo.ipynb: triage real training failures, quoted and live.
+
+    lab08b.show_lists()                     # the fixed lists of causes and fixes
+    lab08b.show_quoted()                    # 17 real log excerpts, each with its public thread
+    lab08b.check_quoted(diagnosis)          # ex1: {case id: (cause, fix)} for every quoted case
+    drills = lab08b.run_drills(work)        # 4 failures made to happen here (about 30 s on 2 cores)
+    lab08b.show_drills(drills)              # what the surviving rank, torchrun and the sandbox said
+    lab08b.check_live(live_diagnosis, drills)  # ex2: {drill id: (cause, fix)}, against what actually happened
+    lab08b.summary()                        # raises LabIncomplete while any check fails
+
+The quoted cases and the fixed lists are data, with their sources, in `fmlab.labs.zoo_cases`. The drills use
+the course's own machinery, nothing staged: the training entry point's fault drills (`fmlab.train.faults`:
+a rank that hangs, a rank that is SIGKILLed) on 2 gloo processes under torchrun, a checkpoint of the killed
+run damaged the way a cut copy would be and opened as a resume opens it (`checkpoint.newest_intact`), and a job
+request that the local SageMaker sandbox refuses (`sandbox.service.submit`). What happened in each drill is
+read back from the drill itself (the fault line the victim printed, which the learner does not see; the
+damage found; the fields refused), and the learner's diagnosis is checked against that, not against a table.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fmlab.labs import Lab
+from fmlab.labs.world import fresh_folder
+from fmlab.labs.zoo_cases import CAUSES, FIRST_MINUTE, FIXES, QUOTED, READ
+
+LAB = Lab("lab 08b", ["ex1_quoted_cases", "ex2_live_drills"])
+
+COLLECTIVE_TIMEOUT = 3  # seconds the hung-rank drill's survivor waits (600 in a real job)
+DRILL_TIMEOUT = 120  # seconds any one drill may run before it is killed whole
+STEPS, FAULT_STEP = 4, 3  # the drills train 4 steps; the fault strikes before step 3 (after 2 checkpoints)
+
+
+# ---------------------------------------------------------------- showing the cases
+
+
+def show_lists() -> None:
+    """Print the fixed lists: the causes and the fixes a diagnosis picks from."""
+    print("CAUSES")
+    for key, text in CAUSES.items():
+        print(f"  {key:22} {text}")
+    print("\nFIXES")
+    for key, text in FIXES.items():
+        print(f"  {key:24} {text}")
+
+
+def show_quoted() -> None:
+    """Print every quoted case: its id, what the job was, the excerpt and where it was reported."""
+    for case in QUOTED:
+        print(f"=== {case.id}: {case.title}")
+        if case.context:
+            print(f"    ({case.context})")
+        for line in case.excerpt.splitlines():
+            print(f"    | {line}")
+        print(f"    source: {case.source} (posted {case.posted}; read {READ})\n")
+
+
+def show_sources() -> None:
+    """The public threads every quoted case comes from, one per line."""
+    for case in QUOTED:
+        print(f"  {case.id:24} {case.source} (posted {case.posted})")
+
+
+def show_first_minute() -> None:
+    """The five most common failures and how to recognise each in the first minute."""
+    for cause, words, how in FIRST_MINUTE:
+        print(f"  {cause:22} look for: {words}\n  {'':22} confirm:  {how}")
+
+
+# ---------------------------------------------------------------- grading a diagnosis
+
+
+def _grade(answers, cases: dict[str, tuple[str, tuple[str, ...]]]) -> tuple[list[str], list[str]]:
+    """(wrong, right) lines for {id: (cause, fix)} against {id: (true cause, accepted fixes)}."""
+    if not isinstance(answers, dict):
+        raise TypeError("give a dict {case id: (cause, fix)}")
+    wrong, right = [], []
+    unknown = sorted(set(answers) - set(cases))
+    if unknown:
+        wrong.append(f"no case named {', '.join(map(repr, unknown))} (the ids: {', '.join(cases)})")
+    for case_id, (cause, fixes) in cases.items():
+        answer = answers.get(case_id)
+        if answer is None:
+            wrong.append(f"{case_id}: not diagnosed yet")
+            continue
+        if not (isinstance(answer, tuple | list) and len(answer) == 2):
+            wrong.append(f"{case_id}: give a pair (cause, fix), got {answer!r}")
+            continue
+        got_cause, got_fix = answer
+        bad = [f"{kind} {value!r} is not on the list" for kind, value, names in
+               (("cause", got_cause, CAUSES), ("fix", got_fix, FIXES)) if value not in names]
+        if bad:
+            wrong.append(f"{case_id}: " + "; ".join(bad))
+        elif got_cause != cause:
+            wrong.append(f"{case_id}: not that cause; read the excerpt's first error line again")
+        elif got_fix not in fixes:
+            wrong.append(f"{case_id}: the cause is right, that fix does not remove it")
+        else:
+            right.append(f"{case_id}: {cause} -> {got_fix}")
+    return wrong, right
+
+
+def _report(ex: str, answers, cases: dict, hint: str) -> bool:
+    if answers is None or answers is Ellipsis or answers == {}:
+        return LAB.report(ex, False, f"not answered yet: no case diagnosed. Hint: {hint}")
+    try:
+        wrong, right = _grade(answers, cases)
+    except TypeError as e:
+        return LAB.report(ex, False, f"{e}. Hint: {hint}")
+    if wrong:
+        return LAB.report(ex, False, f"{len(right)} of {len(cases)} right; " + " | ".join(wrong) + f". Hint: {hint}")
+    return LAB.report(ex, True, f"all {len(cases)} diagnosed:\n  " + "\n  ".join(right))
+
+
+def check_quoted(diagnosis) -> bool:
+    """Exercise 1: a (cause, fix) for every quoted case."""
+    cases = {c.id: (c.cause, c.fixes) for c in QUOTED}
+    return _report("ex1_quoted_cases", diagnosis, cases,
+                   "the first ERROR/WARN line names the layer that failed (NCCL/OFI = network, ResourceLimitExceeded "
+                   "= your account, CapacityError = AWS, ImportError = the image, a watchdog = a peer that never "
+                   "came); pick keys from lab08b.show_lists()")
+
+
+# ---------------------------------------------------------------- the live drills
+
+
+@dataclass
+class Drill:
+    """One failure made to happen here: what the learner sees, and what actually happened."""
+
+    id: str
+    what: str  # what was run, in words (not the fault: the learner works that out)
+    log: list[str]  # the lines a person on call would read
+    happened: str  # the cause, read back from the drill itself ("" when it did not reproduce)
+    evidence: str  # how `happened` was established
+    fixes: tuple[str, ...]
+    nccl_words: str = ""  # what the same failure says on GPUs with NCCL, where gloo's words differ
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+_KEEP = re.compile(r"error|timed out|connection closed|exitcode|SIGTERM|SIGKILL|Signal|rank\s+:", re.IGNORECASE)
+
+
+def survivor_lines(text: str, limit: int = 12) -> list[str]:
+    """What a person on call reads first: the error lines of the surviving ranks and torchrun, shortened; the
+    victim's own `fault:` line (the answer), traceback frames and code lines left out."""
+    out = []
+    for raw in text.splitlines():
+        line = re.sub(r"^\[rank\d+\]: ?", "", raw)
+        summary = re.match(r"\s+(rank|exitcode)\s+:", line)  # torchrun's failure summary: who, and how
+        if raw.startswith("fault:") or not _KEEP.search(line) or (
+                line.startswith((" ", "\t", "Traceback")) and not summary):
+            continue
+        line = re.sub(r"\S*/site-packages/", ".../", line)
+        for part in line.split(" Backend said: "):  # the engine's explanation, then gloo's own words
+            out.append(part if len(part) <= 200 else part[:197] + "...")
+    return out[:limit]
+
+
+def _fault_line(text: str) -> str:
+    return next((ln for ln in text.splitlines() if ln.startswith("fault:")), "")
+
+
+def _train_args(data: str, checkpoints: Path) -> list[str]:
+    return ["--model", "tiny", "--data", data, "--max-steps", str(STEPS), "--micro-batch", "2",
+            "--warmup-steps", "1", "--log-every", "1", "--tensorboard", "false", "--checkpoint-every", "1",
+            "--checkpoint-dir", str(checkpoints)]
+
+
+def _hang_drill(data: str, base: Path) -> Drill:
+    from fmlab.train.local import torchrun_train
+
+    run = torchrun_train(2, [*_train_args(data, base / "hang-ck"), "--fault", "hang", "--fault-step",
+                             str(FAULT_STEP), "--fault-rank", "1", "--collective-timeout", str(COLLECTIVE_TIMEOUT)],
+                         base / "hang-out", timeout=DRILL_TIMEOUT)
+    text = run.stdout + "\n" + run.stderr
+    fault = _fault_line(text)
+    timed_out = bool(re.search(r"timed out|Timed out waiting", text))
+    happened = "hung_rank" if ("hangs" in fault and timed_out and run.returncode != 0) else ""
+    return Drill("live_hang", f"2 processes training the tiny Llama, collective timeout {COLLECTIVE_TIMEOUT} s",
+                 survivor_lines(text), happened,
+                 f"the victim printed {fault!r}; the survivor timed out: {timed_out}; exit code {run.returncode}",
+                 ("find_straggler",),
+                 nccl_words="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=ALLREDUCE, "
+                            "Timeout(ms)=600000) ran for 600020 milliseconds before timing out (quoted case q04)",
+                 seconds=run.seconds)
+
+
+def _kill_drill(data: str, base: Path) -> Drill:
+    from fmlab.train.local import torchrun_train
+
+    run = torchrun_train(2, [*_train_args(data, base / "kill-ck"), "--fault", "kill", "--fault-step",
+                             str(FAULT_STEP), "--fault-rank", "1"], base / "kill-out", timeout=DRILL_TIMEOUT)
+    text = run.stdout + "\n" + run.stderr
+    fault = _fault_line(text)
+    closed = "Connection closed by peer" in text or "Connection reset" in text
+    happened = "dead_rank" if ("killed" in fault and run.returncode != 0) else ""
+    return Drill("live_kill", "2 processes training the tiny Llama, a checkpoint every step", survivor_lines(text),
+                 happened, f"the victim printed {fault!r}; the survivor saw the connection close: {closed}; "
+                 f"exit code {run.returncode}", ("restart_from_checkpoint",),
+                 nccl_words="DistBackendError: NCCL error ... remote process exited or there was a network error "
+                            "(ncclRemoteError; quoted case q06)",
+                 seconds=run.seconds, extra={"checkpoints": base / "kill-ck"})
+
+
+def _damage_drill(killed: Drill, base: Path) -> Drill:
+    from fmlab.train.checkpoint import newest_intact
+    from fmlab.train.checkpoint_folder import complete_checkpoints, damage
+
+    start = time.perf_counter()
+    folder = base / "damaged-ck"
+    shutil.copytree(killed.extra["checkpoints"], folder)
+    saved = complete_checkpoints(folder)
+    if not saved:
+        return Drill("live_damaged", "the killed run's checkpoints", ["(the killed run left no checkpoint)"], "",
+                     "no checkpoint to damage", ("fallback_checkpoint",))
+    newest = saved[-1]
+    shard = sorted(newest.path.glob("*.distcp"))[0]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 3])  # as a copy cut short would leave it
+    problems = damage(newest)
+    chosen, notes = newest_intact(folder)
+    lines = [f"resume: {note}" for note in notes] + [f"resume: resuming from {chosen.name if chosen else 'nothing'}"]
+    happened = "damaged_checkpoint" if problems and chosen is not None and chosen != newest.path else ""
+    return Drill("live_damaged", f"the killed run's checkpoint folder, copied back as after a restart; a resume "
+                 f"opens it ({len(saved)} complete checkpoints)", lines, happened,
+                 f"{newest.path.name}'s files checked against its marker: {'; '.join(problems) or 'intact'}",
+                 ("fallback_checkpoint",), seconds=time.perf_counter() - start)
+
+
+def _refused_drill() -> Drill:
+    from fmlab.jobs.request import capture_request
+    from fmlab.jobs.spec import JobSpec
+    from fmlab.sandbox.service import submit
+    from fmlab.sandbox.validate import RequestInvalid
+
+    start = time.perf_counter()
+    spec = JobSpec("zoo-refused", distribution="torchrun", processes_per_host=8, instance_type="ml.p4d.24xlarge",
+                   instance_count=16, hyperparameters={"model": "gpt-30b"})
+    request = capture_request(spec).request
+    request["ResourceConfig"]["InstanceType"] = "ml.p4d.24xlarg"  # one letter lost in a copy and paste
+    try:
+        name = submit(request, start=False)
+        refused, lines = [], [f"the sandbox accepted the job {name}"]
+    except RequestInvalid as e:
+        refused = [p.field for p in e.problems]
+        lines = [line for line in str(e).splitlines() if line.strip()]
+    happened = "invalid_request" if refused else ""
+    return Drill("live_refused", "a 16 x p4d CreateTrainingJob request, edited by hand before sending", lines,
+                 happened, f"fields refused before anything ran: {', '.join(refused) or 'none'}", ("fix_request",),
+                 nccl_words="on AWS: botocore raises ClientError (ValidationException) from CreateTrainingJob",
+                 seconds=time.perf_counter() - start)
+
+
+def run_drills(work: str | Path) -> dict[str, Drill]:
+    """Make four failures happen here and return what each showed and what actually happened."""
+    from fmlab.data import course_dataset
+
+    base = fresh_folder(work, "drills")
+    data = str(course_dataset(seq_len=128, vocab_size=512))
+    hang = _hang_drill(data, base)
+    kill = _kill_drill(data, base)
+    drills = [hang, kill, _damage_drill(kill, base), _refused_drill()]
+    return {d.id: d for d in drills}
+
+
+def show_drills(drills: dict[str, Drill]) -> None:
+    """Print what each drill showed: the log lines, and NCCL's words for the same failure where they differ."""
+    for d in drills.values():
+        print(f"=== {d.id}: {d.what} ({d.seconds:.1f} s)")
+        for line in d.log:
+            print(f"    | {line}")
+        if d.nccl_words:
+            print(f"    on GPUs (NCCL) the same failure reads: {d.nccl_words}")
+        print()
+
+
+def check_live(live_diagnosis, drills: dict[str, Drill]) -> bool:
+    """Exercise 2: a (cause, fix) for every drill, checked against what the drill itself established."""
+    ex = "ex2_live_drills"
+    if not isinstance(drills, dict) or not all(isinstance(d, Drill) for d in drills.values()):
+        return LAB.report(ex, False, "give the drills that lab08b.run_drills(work) returned")
+    missing = [d.id for d in drills.values() if not d.happened]
+    if missing:
+        return LAB.report(ex, False, f"drills {', '.join(missing)} did not reproduce their failure here: "
+                          + " | ".join(f"{d.id}: {d.evidence}" for d in drills.values() if not d.happened)
+                          + ". Run lab08b.run_drills(work) again")
+    cases = {d.id: (d.happened, d.fixes) for d in drills.values()}
+    passed = _report(ex, live_diagnosis, cases,
+                     "gloo's words differ from NCCL's (printed beside each drill), the failures do not; what does "
+                     "the surviving rank say it waited for?")
+    if passed:
+        print("what actually happened:\n  " + "\n  ".join(f"{d.id}: {d.evidence}" for d in drills.values()))
+    return passed
+
+
+def summary() -> None:
+    LAB.summary()

@@ -1,0 +1,65 @@
+"""Lab 08b (the failure zoo) without a notebook: its data, its grading and its log reading (milliseconds).
+The solved and unsolved notebooks run in tests/course/test_labs.py."""
+
+import pytest
+
+from fmlab.labs import lab08b
+from fmlab.labs.zoo_cases import CAUSES, FIRST_MINUTE, FIXES, QUOTED, quoted
+
+
+def test_every_quoted_case_is_sourced_and_graded_from_the_fixed_lists():
+    assert len(QUOTED) >= 15
+    assert len({c.id for c in QUOTED}) == len(QUOTED)
+    for case in QUOTED:
+        assert case.source.startswith("https://github.com/") and "/issues/" in case.source, case.id
+        assert case.cause in CAUSES and case.fixes and all(f in FIXES for f in case.fixes), case.id
+        assert case.excerpt.strip() and case.posted[:2] == "20", case.id
+    assert [c for c, _, _ in FIRST_MINUTE] and all(c in CAUSES for c, _, _ in FIRST_MINUTE)
+    assert len(FIRST_MINUTE) == 5
+    with pytest.raises(KeyError, match="q01_no_plugin"):
+        quoted("q99")
+
+
+def test_grading_names_what_is_wrong_without_giving_the_answer():
+    cases = {"a": ("hung_rank", ("find_straggler",)), "b": ("quota", ("quota_increase",))}
+    wrong, right = lab08b._grade({"a": ("hung_rank", "find_straggler"), "b": ("quota", "quota_increase")}, cases)
+    assert not wrong and len(right) == 2
+    wrong, _ = lab08b._grade({"a": ("dead_rank", "find_straggler"), "b": ("quota", "rewind"), "c": ("x", "y")},
+                             cases)
+    text = " ".join(wrong)
+    assert "a: not that cause" in text and "b: the cause is right" in text and "no case named 'c'" in text
+    assert "hung_rank" not in text  # the true cause is never printed
+    wrong, _ = lab08b._grade({"a": ("hung", "find_straggler")}, cases)
+    assert "cause 'hung' is not on the list" in wrong[0] and "b: not diagnosed yet" in wrong[1]
+
+
+def test_check_quoted_fails_unanswered_and_wrong_and_passes_the_threads_diagnoses():
+    assert lab08b.check_quoted({}) is False
+    assert lab08b.check_quoted({c.id: ("dead_rank", "rewind") for c in QUOTED}) is False
+    assert lab08b.check_quoted({c.id: (c.cause, c.fixes[0]) for c in QUOTED}) is True
+
+
+def test_check_live_grades_against_what_the_drill_established():
+    drills = {"live_x": lab08b.Drill("live_x", "a run", ["error"], "hung_rank", "the victim hung", ("find_straggler",))}
+    assert lab08b.check_live({"live_x": ("hung_rank", "find_straggler")}, drills) is True
+    assert lab08b.check_live({"live_x": ("dead_rank", "find_straggler")}, drills) is False
+    drills["live_x"].happened = ""  # the drill did not reproduce: no answer can pass
+    assert lab08b.check_live({"live_x": ("hung_rank", "find_straggler")}, drills) is False
+
+
+def test_survivor_lines_hide_the_victims_confession_and_keep_both_backends_words():
+    log = "\n".join([
+        "fault: rank 1 hangs (sleeps for ever, joins no collective) at step 3",
+        "error: a collective waited longer than the collective timeout (3 s). Backend said: [/x/gloo/transport/tcp/"
+        "unbound_buffer.cc:129] Timed out waiting 3000ms for send operation to complete",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/x/train.py", line 21, in <module>',
+        "[rank0]: RuntimeError: [/x/pair.cc:553] Connection closed by peer [127.0.0.1]:5539.",
+        "  exitcode  : -9 (pid: 13219)  (SIGKILL)",
+        "step=2 loss=6.1"])
+    lines = lab08b.survivor_lines(log)
+    assert not any("fault:" in ln or "hangs" in ln for ln in lines)
+    assert any(ln.startswith("[/x/gloo") and "Timed out waiting 3000ms" in ln for ln in lines)
+    assert any(ln.startswith("RuntimeError") and "Connection closed by peer" in ln for ln in lines)
+    assert "  exitcode  : -9 (pid: 13219)  (SIGKILL)" in lines
+    assert not any("File" in ln or "step=" in ln for ln in lines)

@@ -1,0 +1,53 @@
+"""The sentences notebooks 07 and 08 render from computed values change when a parameter changes (milliseconds)."""
+
+import re
+
+import pytest
+
+from fmlab.course import prose
+from fmlab.plan import catalog, compute, layout, reliability
+from fmlab.plan.compute import PlanError
+
+MODEL, INSTANCE = "gpt-30b", "ml.p4d.24xlarge"
+
+
+def chosen(instances: int):
+    rows = layout.candidates(MODEL, 300e9, INSTANCE, instances, attention="flash")
+    return rows, layout.choose(rows)
+
+
+def test_the_layout_sentences_follow_the_cluster_size():
+    params = compute.param_count(catalog.model(MODEL))
+    rows16, c16 = chosen(16)
+    rows32, c32 = chosen(32)
+    assert c16["shard degree"] == 64 and "hybrid_shard_degree=64" in prose.layout_reason(rows16, c16, params)
+    s16, s32 = prose.layout_reason(rows16, c16, params), prose.layout_reason(rows32, c32, params)
+    assert s16 != s32
+    assert f"{c16['states GB']:.1f} GB per GPU" in s16 and "The cluster holds 2 such groups" in s16
+    # what the old typed prose got wrong: 32-GPU groups need only selective recomputation, not full
+    assert "32 GPUs fit only with selective recomputation" in s16
+    t16, t32 = prose.layout_traffic(params, 128, 64), prose.layout_traffic(params, 128, 32)
+    assert t16 != t32 and "a ring over 64 GPUs has 63 latency steps instead of 127" in t16
+    share = float(re.search(r"the same within ([\d.]+)%", t16).group(1))
+    assert share < 1.0  # groups of 64 and 128 move about the same bytes per GPU
+
+
+def test_the_global_batch_sentence_and_rule():
+    _, c16 = chosen(16)
+    assert c16["global batch tokens"] == 128 * 2048
+    assert "= **262,144 tokens (0.25M) per optimizer step**" in prose.global_batch(c16, 128, 2048)
+    assert "= **524,288 tokens" in prose.global_batch(c16, 256, 2048)
+    assert "reaches the limit at 2,048 GPUs" in prose.global_batch(c16, 128, 2048)
+    rows = layout.candidates(MODEL, 300e9, INSTANCE, 16, attention="flash")
+    small = layout.choose(rows, max_global_batch_tokens=64 * 2048)  # 64 replicas at most: TP 2 needed
+    assert small["tp"] >= 2 and small["global batch tokens"] <= 64 * 2048
+    with pytest.raises(PlanError, match="global batch above 1,000 tokens"):
+        layout.choose(rows, max_global_batch_tokens=1000)
+
+
+def test_the_interruptions_sentence_follows_nodes_and_days():
+    mtbf = reliability.LLAMA3_405B.node_mtbf_hours
+    days16 = compute.estimate_run(MODEL, 300e9, INSTANCE, 16, 0.4).days
+    s16 = prose.interruptions(16, reliability.job_mtbf_hours(16, mtbf), days16)
+    s32 = prose.interruptions(32, reliability.job_mtbf_hours(32, mtbf), days16 / 2)
+    assert s16 != s32 and f"over its {days16:.1f} days" in s16 and "41 days" not in s32

@@ -1,26 +1,41 @@
 # fmlab: one command runs the course, one passes the tests (see README.md).
-#   make course   set up .venv, execute every notebook and lab solution headless, print a table
-#   make test     set up .venv, lint, run the whole test suite
-#   make lab      open JupyterLab on the course
-#   make slides   build the slide decks to reveal.js HTML under build/slides/
+#   make course     set up .venv from the lock, execute every notebook and lab solution headless, print a table
+#   make test       set up .venv from the lock, lint, run the whole test suite
+#   make test-fast  lint and the tests that execute no notebook, run no browser and start no process group
+#   make lab        open JupyterLab on the course
+#   make slides     build the slide decks to reveal.js HTML under build/slides/
+#   make lock       re-resolve requirements/lock.txt from pyproject.toml's ranges (maintainers; then make course test)
 
-PYTHON ?= python3.11
+# The newest Python from 3.11 to 3.13 that runs here (a pyenv shim that is not selected does not run), or PYTHON=.
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(firstword $(foreach p,python3.13 python3.12 python3.11,$(shell $(p) -c 'import sys' >/dev/null 2>&1 && echo $(p))))
+endif
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-TORCH  := torch==2.13.0
+LOCK   := requirements/lock.txt
+# torch's wheels come from this index first: the CPU build. On a GPU machine, name a CUDA index instead
+# (make setup TORCH_INDEX=https://download.pytorch.org/whl/cu130), or TORCH_INDEX= for PyPI's default build.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+PIP    := $(BIN)/python -m pip
 
-.PHONY: setup course test lint lab slides clean
+.PHONY: setup course test test-fast lint lab slides lock clean
 
 setup: $(STAMP)
 
-# torch first, pinned: an unpinned torch (or a range resolved before it) pulls several GB of CUDA wheels.
-$(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+); set PYTHON=..."; exit 1; }
+# Everything comes from the lock, so two set-ups a month apart get the same versions. torch first, alone, at the
+# lock's version, from TORCH_INDEX: resolved later (or unpinned) it would pull several GB of CUDA wheels on Linux.
+# Then every locked package without resolving again (--no-deps); then the course's package, whose resolution only
+# adds what a CUDA torch needs beyond the lock (nvidia-*, from PyPI); then pip check.
+$(STAMP): pyproject.toml $(LOCK)
+	@test -x $(BIN)/python || test -n "$(PYTHON)" || { echo "need python3.13, python3.12 or python3.11 on PATH; or set PYTHON=/path/to/python3.X"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$(PYTHON) is older than 3.11; set PYTHON=/path/to/python3.11 or newer"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e ".[course,dev]"
+	$(PIP) install -q -c $(LOCK) pip
+	$(PIP) install -q -c $(LOCK) --no-deps torch $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(PIP) install -q --no-deps -r $(LOCK)
+	$(PIP) install -q -c $(LOCK) --no-build-isolation -e ".[course,dev]"
+	$(PIP) check
 	touch $(STAMP)
 
 course: $(STAMP)
@@ -31,6 +46,10 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest
+
+# For a change to one module: everything but the notebook runs, the browser and the multi-process tests.
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not notebook and not browser and not distributed"
 
 # Registers this venv as the kernel "fmlab (Python 3.X)" for every Jupyter of this user (SageMaker Studio too),
 # builds the decks if it can, and opens the course index. More server options: make lab LAB_ARGS="--port 8899".
@@ -43,6 +62,19 @@ lab: $(STAMP)
 
 slides: $(STAMP)
 	$(BIN)/python -m fmlab slides
+
+# Re-resolves the lock from pyproject.toml's ranges and requirements/pins.in with uv (one file for Python 3.11+ on
+# Linux, macOS and Windows). LOCK_ARGS=--upgrade (the default) takes the newest versions in range; LOCK_ARGS= keeps
+# the locked ones and only adds what pyproject.toml changed. The next make course / make test installs the new lock.
+UV_VERSION ?= 0.13.9
+LOCK_TOOL  := build/lock-tool
+LOCK_ARGS  ?= --upgrade
+lock:
+	test -x $(LOCK_TOOL)/bin/uv || { $(PYTHON) -m venv $(LOCK_TOOL) && $(LOCK_TOOL)/bin/python -m pip install -q uv==$(UV_VERSION); }
+	$(LOCK_TOOL)/bin/uv pip compile pyproject.toml requirements/pins.in --extra course --extra dev \
+	  --universal --python-version 3.11 --excludes requirements/gpu-only.txt \
+	  --custom-compile-command "make lock" $(LOCK_ARGS) -o $(LOCK)
+	@echo "$(LOCK) written; re-check the course with: make course test"
 
 clean:
 	rm -rf build .pytest_cache

@@ -155,14 +155,16 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_course(args: argparse.Namespace) -> int:
-    from fmlab.course.run import print_table, run_course
+    from fmlab.course.run import course_log, print_table, run_course, stderr_to
 
     results = run_course(output=args.output, only=args.only, labs=not args.no_labs)
     print_table(results)
     if args.report and results:
         from fmlab.course.report import write_report
 
-        print(f"report: {write_report(results, args.report)}")
+        with stderr_to(course_log(args.output)):  # nbconvert's warnings join the kernels' in the log
+            report = write_report(results, args.report)
+        print(f"report: {report}")
     return 0 if all(r.ok for r in results) else 1
 
 

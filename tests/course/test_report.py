@@ -190,12 +190,13 @@ def test_format_value(value, shown):
     assert format_value(value) == shown
 
 
-def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capsys):
+def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capfd):
     report = tmp_path / "report.html"
     code = main(["course", "--only", "01_when_to_pretrain", "--no-labs", "--output", str(tmp_path / "executed"),
                  "--report", str(report)])
-    assert code == 0, capsys.readouterr().out
-    assert f"report: {report}" in capsys.readouterr().out
+    out, err = capfd.readouterr()
+    assert code == 0, out
+    assert f"report: {report}" in out
     executed = tmp_path / "executed" / "notebooks" / "01_when_to_pretrain.ipynb"
     records = read_records(executed)
     (row,) = _parse(report).values()
@@ -203,3 +204,9 @@ def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capsys):
     for key in ("target_days", "target_cost_usd"):  # days and cost of module 1, as the notebook computed them
         assert key in row["cells"][4] and format_value(records[key]) in row["cells"][4]
     assert (tmp_path / "executed" / "notebooks" / "01_when_to_pretrain.html").is_file()
+    # quiet: the output is the log's path (once), the progress line, the table and the report; the kernel's
+    # stderr (ipykernel warns that it runs over TCP without encryption) is in the log, not on the terminal
+    log = tmp_path / "course.log"
+    assert out.count(str(log)) == 1 and "[1/1] notebooks/01_when_to_pretrain.ipynb ... ok" in out
+    assert "without encryption" not in out + err and err == ""
+    assert "without encryption" in log.read_text()

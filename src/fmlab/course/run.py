@@ -3,12 +3,18 @@
     python -m fmlab course             # or: make course
     python -m fmlab course --only 01   # just the notebooks whose name contains "01"
 
-Each executed notebook lands in build/executed/ with its outputs; the table gives status and seconds.
+Each executed notebook lands in build/executed/ with its outputs; the table gives status and seconds. What the
+kernels and libraries write to stderr (ipykernel's "running over TCP without encryption" warning, library warnings)
+goes to build/course.log, whose path is printed once, so the output is the progress and the table.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,16 +59,45 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
     return NotebookResult(notebook, output, seconds, not error, error, records)
 
 
+def course_log(output: str | Path) -> Path:
+    """The log of a course run whose executed notebooks go to `output`: course.log beside that folder."""
+    return Path(output).parent / "course.log"
+
+
+@contextmanager
+def stderr_to(log: Path) -> Iterator[Path]:
+    """Send file descriptor 2 to `log` (appending): this process's stderr and that of every kernel it starts."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "ab") as sink:
+            os.dup2(sink.fileno(), 2)
+            yield log
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def run_course(output: str | Path = "build/executed", only: list[str] | None = None, labs: bool = True,
-               root: Path = ROOT) -> list[NotebookResult]:
+               root: Path = ROOT, log: str | Path | None = None) -> list[NotebookResult]:
+    """Execute the course's notebooks in order, printing one progress line each; stderr goes to `log`
+    (default: course.log next to the output folder)."""
     out = Path(output)
+    chosen = [nb for nb in course_notebooks(root, labs) if not only or any(o in nb.name for o in only)]
+    log = Path(log) if log else course_log(out)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    print(f"kernel messages and warnings: {log}", flush=True)
     results = []
-    for nb in course_notebooks(root, labs):
-        if only and not any(o in nb.name for o in only):
-            continue
-        sub = "labs" if nb.parent.name == "solutions" else "notebooks"
-        print(f"running {nb.relative_to(root)} ...", flush=True)
-        results.append(execute(nb, out / sub / nb.name))
+    with stderr_to(log):
+        for i, nb in enumerate(chosen, 1):
+            sub = "labs" if nb.parent.name == "solutions" else "notebooks"
+            print(f"[{i}/{len(chosen)}] {nb.relative_to(root)} ...", end=" ", flush=True)
+            result = execute(nb, out / sub / nb.name)
+            print(f"{'ok' if result.ok else 'FAILED'} {result.seconds:.1f} s", flush=True)
+            results.append(result)
     return results
 
 

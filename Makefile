@@ -17,25 +17,16 @@ LOCK   := requirements/lock.txt
 # torch's wheels come from this index first: the CPU build. On a GPU machine, name a CUDA index instead
 # (make setup TORCH_INDEX=https://download.pytorch.org/whl/cu130), or TORCH_INDEX= for PyPI's default build.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-PIP    := $(BIN)/python -m pip
 
 .PHONY: setup course test test-fast lint lab slides lock clean
 
 setup: $(STAMP)
 
-# Everything comes from the lock, so two set-ups a month apart get the same versions. torch first, alone, at the
-# lock's version, from TORCH_INDEX: resolved later (or unpinned) it would pull several GB of CUDA wheels on Linux.
-# Then every locked package without resolving again (--no-deps); then the course's package, whose resolution only
-# adds what a CUDA torch needs beyond the lock (nvidia-*, from PyPI); then pip check.
-$(STAMP): pyproject.toml $(LOCK)
-	@test -x $(BIN)/python || test -n "$(PYTHON)" || { echo "need python3.13, python3.12 or python3.11 on PATH; or set PYTHON=/path/to/python3.X"; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$(PYTHON) is older than 3.11; set PYTHON=/path/to/python3.11 or newer"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c $(LOCK) pip
-	$(PIP) install -q -c $(LOCK) --no-deps torch $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
-	$(PIP) install -q --no-deps -r $(LOCK)
-	$(PIP) install -q -c $(LOCK) --no-build-isolation -e ".[course,dev]"
-	$(PIP) check
+# Everything comes from the lock, so two set-ups a month apart get the same versions: requirements/install.sh says
+# how (torch first, alone, from TORCH_INDEX; then the lock without resolving; then the course's package). The
+# SageMaker Studio lifecycle script (studio/on-start.sh) runs the same script.
+$(STAMP): pyproject.toml $(LOCK) requirements/install.sh
+	PYTHON="$(PYTHON)" TORCH_INDEX="$(TORCH_INDEX)" bash requirements/install.sh $(VENV)
 	touch $(STAMP)
 
 course: $(STAMP)

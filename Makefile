@@ -35,8 +35,10 @@ course: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check $(wildcard src tests benchmarks notebooks labs)
 
+# Two workers, a test file each at a time (the files share nothing but the machine); TEST_ARGS= runs it serially.
+TEST_ARGS ?= -n 2 --dist loadfile
 test: $(STAMP) lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(TEST_ARGS)
 
 # For a change to one module: everything but the notebook runs, the browser and the multi-process tests.
 test-fast: $(STAMP) lint

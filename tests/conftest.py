@@ -1,4 +1,8 @@
-"""Shared test helpers: paths, and running a notebook with papermill to read back what it recorded."""
+"""Shared test helpers: paths, and running a notebook with papermill to read back what it recorded.
+
+`make test` runs the suite on two workers (pytest-xdist, one test file per worker at a time): the files that
+execute notebooks or start process groups go first, so the longest ones do not end the run alone.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SLOW_MARKS = ("notebook", "distributed", "browser")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the files with slow tests first (a stable sort: the order inside each file is kept)."""
+    if getattr(config.option, "numprocesses", None):
+        slow_files = {item.path for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKS)}
+        items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture

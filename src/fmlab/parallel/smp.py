@@ -86,8 +86,8 @@ def from_mp_parameters(mp: str | dict):
     settings = _as_dict(mp)
     for key in SMP_ONLY_KEYS:
         if _int(key, settings.get(key, 1)) > 1:
-            raise PlanError(f"{key}={settings[key]} needs SMP v2 itself (torch.sagemaker in a SageMaker PyTorch "
-                            f"GPU container); the native path here has no {key.split('_')[0]} parallelism: set it to 1")
+            raise PlanError(f"{key}={settings[key]} needs SMP v2 itself (torch.sagemaker, in the SMP v2 "
+                            f"image smdistributed-modelparallel); the native path here has no {key.split('_')[0]} parallelism: set it to 1")
     unknown = sorted(set(settings) - set(SMP_KEYS) - set(SMP_PASSIVE_KEYS) - set(SMP_ONLY_KEYS))
     if unknown:
         warnings.warn(f"ignoring SMP settings this course does not use: {', '.join(unknown)}", stacklevel=2)
@@ -116,7 +116,7 @@ def to_mp_parameters(cfg) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- the SMP path (SageMaker GPU containers)
+# ---------------------------------------------------------------- the SMP path (the SMP v2 images)
 
 
 def smp_init(cfg) -> None:

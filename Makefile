@@ -36,7 +36,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check $(wildcard src tests benchmarks notebooks labs)
 
 # Two workers, a test file each at a time (the files share nothing but the machine); TEST_ARGS= runs it serially.
-TEST_ARGS ?= -n 2 --dist loadfile
+TEST_ARGS ?= -n 2 --dist loadfile --durations=15
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(TEST_ARGS)
 

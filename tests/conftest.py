@@ -6,6 +6,7 @@ execute notebooks or start process groups go first, so the longest ones do not e
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ SLOW_MARKS = ("notebook", "distributed", "browser")
 
 def pytest_collection_modifyitems(config, items):
     """Under xdist, the files with slow tests first (a stable sort: the order inside each file is kept)."""
-    if getattr(config.option, "numprocesses", None):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker collects; the controller follows the workers' order
         slow_files = {item.path for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKS)}
         items.sort(key=lambda item: item.path not in slow_files)
 

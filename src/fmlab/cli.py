@@ -4,7 +4,7 @@
     fmlab plan --model llama2-7b --tokens 2e12 --instance ml.p5.48xlarge --count 8 --json
     fmlab env
     fmlab train --max-steps 20            (the training entry point; torchrun -m fmlab.train for several processes)
-    fmlab course [--only 01] [--full] [--report build/course-report.html]
+    fmlab course [--only 01] [--jobs 2] [--report build/course-report.html]
     fmlab slides [--source slides] [--output build/slides]
     fmlab data prepare --input data/corpus --output s3://bucket/data/v1 --seq-len 128 --vocab-size 512 --workers 2
     fmlab data inspect s3://bucket/data/v1
@@ -149,6 +149,8 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", default=[], help="run notebooks whose name contains this (repeatable)")
     p.add_argument("--output", default="build/executed", help="folder for executed notebooks")
     p.add_argument("--no-labs", action="store_true", help="skip the lab solutions")
+    p.add_argument("--jobs", type=_number(int, 1, "the number of notebooks run at once", low_ok=True), default=2,
+                   help="notebooks executed at the same time, each in its own kernel (default 2; 1: one by one)")
     p.add_argument("--report", default="build/course-report.html",
                    help="HTML report of status, seconds and recorded figures ('' for none)")
     p.set_defaults(func=cmd_course)
@@ -157,7 +159,7 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
 def cmd_course(args: argparse.Namespace) -> int:
     from fmlab.course.run import course_log, print_table, run_course, stderr_to
 
-    results = run_course(output=args.output, only=args.only, labs=not args.no_labs)
+    results = run_course(output=args.output, only=args.only, labs=not args.no_labs, jobs=args.jobs)
     print_table(results)
     if args.report and results:
         from fmlab.course.report import write_report

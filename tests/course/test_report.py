@@ -210,3 +210,12 @@ def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capfd):
     assert out.count(str(log)) == 1 and "[1/1] notebooks/01_when_to_pretrain.ipynb ... ok" in out
     assert "without encryption" not in out + err and err == ""
     assert "without encryption" in log.read_text()
+
+
+def test_two_at_a_time_gives_the_same_results_in_course_order(tiny_course):
+    root, serial, _ = tiny_course
+    parallel = run_course(output=root / "build" / "executed-2", root=root, jobs=2)
+    assert [r.source for r in parallel] == [r.source for r in serial]
+    assert [(r.ok, r.records, r.error) for r in parallel] == [(r.ok, r.records, r.error) for r in serial]
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        run_course(output=root / "build" / "none", root=root, jobs=0)

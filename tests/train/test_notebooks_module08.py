@@ -28,7 +28,9 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.daly_hours"] == pytest.approx(reliability.daly_interval_hours(size / 16 / 3600, mtbf), abs=0.01)
     assert 1.0 <= rec["nb08.daly_hours"] <= 3.0  # inside the best-practice "every 1 to 3 hours"
 
-    assert rec["nb08.stall"]["async_s"] < rec["nb08.stall"]["sync_s"]  # the saving step waits less
+    # The mechanism, not a race between two timings on shared cores (benchmarks/checkpoint_stall.py repeats
+    # that comparison): the asynchronous save returned to training before its files were committed.
+    assert rec["nb08.stall"]["async_total_s"] > rec["nb08.stall"]["async_s"] > 0
 
     kill = rec["nb08.kill"]
     assert kill["max_loss_diff"] == 0.0 and kill["resumed_from"] == 6 and kill["steps_after"] == list(range(7, 13))
@@ -45,7 +47,7 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB
     assert rec["nb08.gather_fp32_gb"] == pytest.approx(4 * compute.param_count(catalog.model("gpt-30b")) / 1e9,
                                                        abs=0.1)
-    assert rec["nb08.seconds"] < 150
+    assert rec["nb08.seconds"] < 300  # every drill ended on its own (each has its own timeout); ~75 s alone
 
 
 def test_notebook08_teaches_what_sagemaker_retries_and_what_it_does_not():

@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import sys
+import time
 
 from fmlab.plan import catalog
 from fmlab.plan.compute import PlanError
@@ -159,8 +160,10 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
 def cmd_course(args: argparse.Namespace) -> int:
     from fmlab.course.run import course_log, print_table, run_course, stderr_to
 
+    started = time.perf_counter()
     results = run_course(output=args.output, only=args.only, labs=not args.no_labs, jobs=args.jobs)
     print_table(results)
+    print(f"wall clock: {time.perf_counter() - started:.1f} s ({args.jobs} at a time)")
     if args.report and results:
         from fmlab.course.report import write_report
 

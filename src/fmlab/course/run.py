@@ -141,4 +141,4 @@ def print_table(results: list[NotebookResult]) -> None:
         if not r.ok:
             print(f"{'':<{width}}  {r.error}")
     total = sum(r.seconds for r in results)
-    print(f"{'total':<{width}}  {sum(r.ok for r in results)}/{len(results)} ok  {total:7.1f}")
+    print(f"{'total':<{width}}  {sum(r.ok for r in results)}/{len(results)} ok  {total:7.1f}  (the notebooks' seconds, added)")

@@ -294,7 +294,7 @@ def _add_job(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_job_request(args: argparse.Namespace) -> int:
-    from fmlab.course.requests import COURSE_JOBS, UnknownCourseJob, course_request
+    from fmlab.course_jobs import COURSE_JOBS, UnknownCourseJob, course_request
 
     if args.list or not args.name:
         if not args.list:

@@ -11,7 +11,7 @@ import pytest
 from test_service_rules import GOOD, IMAGE_23, request
 
 from fmlab.cli import main
-from fmlab.course.requests import COURSE_JOBS, course_request
+from fmlab.course_jobs import COURSE_JOBS, course_request
 from fmlab.jobs.preflight import PreflightFailed, preflight, quota_findings
 
 

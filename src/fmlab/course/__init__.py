@@ -11,7 +11,6 @@ Files:
 - slides.py   slides/*.md -> reveal.js decks (`fmlab slides`); vendor.py fetches reveal.js and KaTeX once
 - widgets.py  the cost calculator; plots.py the planner's figures
 - progress.py text progress bars that end at 100% in executed notebooks too
-- requests.py every SageMaker job the course builds, by name, and its CreateTrainingJob request (`fmlab job request`)
 """
 
 from fmlab.course.records import read_records, record

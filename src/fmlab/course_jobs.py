@@ -9,7 +9,10 @@ fmlab.parallel.smddp.mpi_launch, the smddp backend, on the frozen SMDDP image), 
 and module 6's FSDP + TP, module 8's retried job, module 7's 30B run (fmlab.jobs.sharded.ShardedRun), and module
 9's trn1 (fmlab.neuron.job) and trn2 (fmlab.neuron.native) jobs. The request is captured by
 fmlab.jobs.request.capture_request (moto, nothing reaches AWS), with placeholder role, bucket and account that you
-replace with yours. tests/course/test_course_requests.py asserts that every one passes `fmlab preflight`.
+replace with yours. tests/service/test_preflight.py asserts that every one passes `fmlab preflight`.
+
+A top-level module because it imports the builders of jobs, parallel and neuron: inside `course` (which they use
+for progress bars and records) it closed an import cycle.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB
     assert rec["nb08.gather_fp32_gb"] == pytest.approx(4 * compute.param_count(catalog.model("gpt-30b")) / 1e9,
                                                        abs=0.1)
-    assert rec["nb08.seconds"] < 300  # every drill ended on its own (each has its own timeout); ~75 s alone
+    assert rec["nb08.seconds"] < 300  # a hang guard: every drill has its own timeout; 70-140 s on 2 cores
 
 
 def test_notebook08_teaches_what_sagemaker_retries_and_what_it_does_not():

@@ -10,7 +10,6 @@ Files:
 - report.py   build/course-report.html: status, seconds and figures of every executed notebook
 - slides.py   slides/*.md -> reveal.js decks (`fmlab slides`); vendor.py fetches reveal.js and KaTeX once
 - widgets.py  the cost calculator; plots.py the planner's figures
-- progress.py text progress bars that end at 100% in executed notebooks too
 """
 
 from fmlab.course.records import read_records, record

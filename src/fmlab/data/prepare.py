@@ -91,7 +91,7 @@ def _worker_main(rank: int, world: int, units: list[WorkUnit], job: UnitJob, res
 
 def run_units(units: Sequence[WorkUnit], job: UnitJob, workers: int = 1, progress: bool = True) -> list[dict]:
     """Process every unit with `workers` processes (1: in this process); entries in unit order."""
-    from fmlab.course.progress import progress as tqdm
+    from fmlab.progress import progress as tqdm
 
     units = list(units)
     workers = max(1, min(workers, len(units)))

@@ -258,7 +258,7 @@ def sweep(base: JobSpec, hyperparameter: str, values: list) -> list[JobSpec]:
 
 def wait_all(jobs: list[Job], timeout: float | None = None, poll: float = 0.5, progress: bool = True) -> list[dict]:
     """Wait for every job to end (a progress bar counts them); returns their describe() results in order."""
-    from fmlab.course.progress import progress as tqdm
+    from fmlab.progress import progress as tqdm
 
     deadline = None if timeout is None else time.monotonic() + timeout
     done: dict[str, dict] = {}

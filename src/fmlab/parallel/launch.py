@@ -34,7 +34,7 @@ def torchrun_command(task: str, world_size: int, args_file: Path, out_dir: Path)
 def run_world(task: str, world_size: int, args: dict | None = None, timeout: float = 300,
               progress: bool = True) -> list[dict]:
     """Run `task` on `world_size` processes; return each rank's result (rank order), plus "seconds"."""
-    from fmlab.course.progress import progress as tqdm
+    from fmlab.progress import progress as tqdm
 
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")

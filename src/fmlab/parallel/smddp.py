@@ -4,7 +4,7 @@ command SageMaker's SDK v3 driver builds for a job, and what SDK v2's SMDDP runn
     from fmlab.parallel import smddp
     smddp.smddp_advice("ml.p4d.24xlarge", instances=16)
     smddp.sagemaker_command(Torchrun(process_count_per_node=8), "ml.p4d.24xlarge", 2, {"max_steps": 100})
-    smddp.mpirun_ranks(command)            # {"total": 8, "per_host": {...}}: what Open MPI will start
+    smddp.mpirun_ranks(command)            # {"total": 8, ...}: what Open MPI will start (fmlab.service.launch)
     smddp.mpi_launch(8, instances=2)       # the MPI(...) settings that start 16 ranks, 8 per instance
     smddp.v2_runner_gaps(command)          # what SDK v2's runner set for SMDDP, and whether `command` has it
     smddp.driver_drift()                   # [] while the installed SDK builds the commands the course expects
@@ -35,6 +35,7 @@ from importlib import metadata
 from pathlib import Path
 
 from fmlab.parallel import status
+from fmlab.service.launch import mpi_launch, mpirun_ranks  # noqa: F401  (the launch rules live with the service)
 
 # ---------------------------------------------------------------- SMDDP: where it runs and how it is launched
 
@@ -110,41 +111,6 @@ def sagemaker_command(distributed, instance_type: str, instance_count: int, hype
     if done.returncode != 0:
         raise RuntimeError(f"the SDK's {kind} driver could not build its command: {done.stderr.strip()[-600:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def mpirun_ranks(command: list[str]) -> dict:
-    """How many processes an mpirun command starts and where, by Open MPI's rules: `-np` is the total; with
-    `--map-by ppr:N:node` each host gets N, otherwise ranks fill each host's slots (`host:slots`) in order."""
-    if not command or command[0] != "mpirun":
-        raise ValueError("not an mpirun command")
-    hosts = command[command.index("--host") + 1].split(",")
-    slots = {h.split(":")[0]: int(h.split(":")[1]) if ":" in h else 1 for h in hosts}
-    total = int(command[command.index("-np") + 1])
-    per_node = None
-    if "--map-by" in command and command[command.index("--map-by") + 1].startswith("ppr:"):
-        per_node = int(command[command.index("--map-by") + 1].split(":")[1])
-    placed, left = {}, total
-    for host, n in slots.items():
-        take = min(left, per_node if per_node is not None else n)
-        placed[host] = take
-        left -= take
-    if left:
-        raise ValueError(f"-np {total} does not fit the hosts' slots {slots}: mpirun would refuse to start")
-    return {"total": total, "per_host": placed}
-
-
-def mpi_launch(processes_per_host: int, instances: int) -> dict:
-    """Keyword arguments for SDK v3 `MPI(...)` that start `processes_per_host` ranks on EACH instance.
-
-    The SDK passes process_count_per_node as mpirun's -np (a total in Open MPI): ask for every rank of the
-    job there, and place them per node with `--map-by ppr:N:node`. One instance needs no workaround."""
-    if processes_per_host < 1 or instances < 1:
-        raise ValueError(f"processes_per_host and instances must be at least 1, got {processes_per_host}, "
-                         f"{instances}")
-    if instances == 1:
-        return {"process_count_per_node": processes_per_host, "mpi_additional_options": []}
-    return {"process_count_per_node": processes_per_host * instances,
-            "mpi_additional_options": ["--map-by", f"ppr:{processes_per_host}:node"]}
 
 
 _TORCHRUN_SCRIPT = """

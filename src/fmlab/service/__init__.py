@@ -13,6 +13,8 @@ Files:
                the features a request uses (from its HyperParameters) and the image check
 - checks.py    all of the above plus EFA settings: service_findings(request), refusals(request)
 - retry.py     how SageMaker classifies a failed attempt (AlgorithmError or InternalServerError) and what it retries
+- launch.py    how SDK v3's MPI driver launches ranks (-np is Open MPI's total) and the settings that place N per
+               instance: used by jobs.request and the sandbox alike
 
 Used by fmlab.sandbox.validate (the sandbox refuses what SageMaker refuses) and fmlab.jobs.preflight (`fmlab
 preflight`). Tested by tests/service/.

@@ -1,6 +1,6 @@
 """Progress bars are text on stdout, so an executed notebook keeps their final state (100%), not a widget at 0%."""
 
-from fmlab.course.progress import progress
+from fmlab.progress import progress
 
 
 def test_a_bar_ends_at_its_total_in_plain_text(capsys):

@@ -1,6 +1,9 @@
 """Progress bars that end at 100% wherever the notebook runs: the browser, papermill, a terminal.
 
-    from fmlab.course.progress import progress
+A ground floor (it imports nothing of fmlab), so data preparation, launches and jobs can show progress without
+importing the course package that sits above them.
+
+    from fmlab.progress import progress
     for n in progress([1, 2, 4], desc="worlds"): ...
     with progress(total=len(units), desc="tokenize + pack", unit="shard") as bar:
         ...

@@ -15,11 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SLOW_MARKS = ("notebook", "distributed", "browser")
 
 
+# The longest files (make test's --durations, 2026-11-24), started first so that none ends the run alone.
+LONGEST_FIRST = ("course/test_labs.py", "course/test_labs_unsolved.py", "train/test_notebooks_module08.py",
+                 "jobs/test_notebooks_module07.py", "jobs/test_jobs_notebooks.py", "serve/test_notebooks_module10.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under xdist, the files with slow tests first (a stable sort: the order inside each file is kept)."""
+    """Under xdist, the longest files first, then the other files with slow tests, then the rest (a stable sort:
+    the order inside each file is kept)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker collects; the controller follows the workers' order
         slow_files = {item.path for item in items if any(item.get_closest_marker(m) for m in SLOW_MARKS)}
-        items.sort(key=lambda item: item.path not in slow_files)
+        rank = {ROOT / "tests" / name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: (rank.get(item.path, len(rank)), item.path not in slow_files))
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Every lab, discovered on disk: the solution passes every check, the unsolved lab fails every check.
+"""Every lab, discovered on disk: the solution passes every check (the unsolved lab fails every check:
+test_labs_unsolved.py, a file of its own so that two test workers share the labs).
 
 A lab labs/lab_NN_topic.ipynb (or lab_NNx_topic, a module's second lab) is checked by fmlab.labs.labNN(x), whose LAB lists its exercises; a new lab is
 picked up here without editing this file.
@@ -31,13 +32,6 @@ def test_solution_passes_every_check(run_notebook, tmp_path, lab):
     assert r.ok, r.error
     assert r.records["lab.passed"] == r.records["lab.total"] == len(exercises(lab))
     assert all(r.records[f"lab.{e}"] for e in exercises(lab))
-
-
-@pytest.mark.parametrize("lab", LABS)
-def test_unsolved_lab_fails_every_check(run_notebook, tmp_path, lab):
-    r = run_notebook(f"labs/{lab}.ipynb", work_dir=str(tmp_path / "work"))
-    assert not r.ok and "LabIncomplete" in r.error
-    assert [r.records[f"lab.{e}"] for e in exercises(lab)] == [False] * len(exercises(lab))
 
 
 # ---- lab 07: its checks and the premises its text states, without a notebook (milliseconds)

@@ -1,5 +1,5 @@
 """Lab 08b (the failure zoo) without a notebook: its data, its grading and its log reading (milliseconds).
-The solved and unsolved notebooks run in tests/course/test_labs.py."""
+The solved and unsolved notebooks run in tests/course/test_labs.py and test_labs_unsolved.py."""
 
 import pytest
 

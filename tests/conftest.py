@@ -50,3 +50,22 @@ def local_env(tmp_path, monkeypatch):
     monkeypatch.setenv("FMLAB_SANDBOX_CPUS", "2")
     monkeypatch.setenv("FMLAB_BACKEND", "local")
     return tmp_path
+
+
+AWS_IDENTITY_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN",
+                          "FMLAB_BACKEND", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                          "SAGEMAKER_INTERNAL_IMAGE_URI")
+
+
+@pytest.fixture
+def no_aws_credentials(monkeypatch, tmp_path):
+    """A new learner's machine: no AWS credentials anywhere (variables, files, home), an empty sandbox and bucket."""
+    for var in AWS_IDENTITY_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("FMLAB_SANDBOX_DIR", str(tmp_path / "sandbox"))
+    monkeypatch.setenv("FMLAB_LOCAL_BUCKET", str(tmp_path / "bucket"))
+    return tmp_path

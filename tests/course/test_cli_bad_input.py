@@ -12,17 +12,11 @@ from fmlab.cli import main
 
 
 @pytest.fixture
-def bare(monkeypatch, tmp_path):
-    """No AWS credentials anywhere, an empty sandbox and bucket, and a few files to feed in."""
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN", "FMLAB_BACKEND",
-                "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION",
-                "AWS_DEFAULT_REGION", "AWS_WEB_IDENTITY_TOKEN_FILE", "SAGEMAKER_INTERNAL_IMAGE_URI"):
+def bare(monkeypatch, no_aws_credentials):
+    """No AWS credentials anywhere and no region, an empty sandbox and bucket, and a few files to feed in."""
+    tmp_path = no_aws_credentials
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("FMLAB_SANDBOX_DIR", str(tmp_path / "sandbox"))
-    monkeypatch.setenv("FMLAB_LOCAL_BUCKET", str(tmp_path / "bucket"))
     (tmp_path / "broken.json").write_text('{"TrainingJobName": "x", ')
     (tmp_path / "list.json").write_text('[1, 2]')
     (tmp_path / "empty.json").write_text("")

@@ -15,20 +15,6 @@ from fmlab.course_jobs import COURSE_JOBS, course_request
 from fmlab.jobs.preflight import PreflightFailed, preflight, quota_findings
 
 
-@pytest.fixture
-def no_credentials(monkeypatch, tmp_path):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN", "FMLAB_BACKEND",
-                "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                "AWS_WEB_IDENTITY_TOKEN_FILE", "SAGEMAKER_INTERNAL_IMAGE_URI"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("FMLAB_SANDBOX_DIR", str(tmp_path / "sandbox"))
-    monkeypatch.setenv("FMLAB_LOCAL_BUCKET", str(tmp_path / "bucket"))
-    return tmp_path
-
-
 def run_cli(capsys, *argv, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
     if stdin is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
@@ -60,7 +46,7 @@ def test_course_jobs_run_on_images_that_hold_what_they_need(course_requests):
     assert image["trn1"].startswith("pytorch-training-neuronx:2.9.0")
 
 
-def test_job_request_prints_json_that_preflight_reads_from_stdin(capsys, monkeypatch, no_credentials):
+def test_job_request_prints_json_that_preflight_reads_from_stdin(capsys, monkeypatch, no_aws_credentials):
     code, out, _ = run_cli(capsys, "job", "request", "gpt30b")
     assert code == 0 and json.loads(out)["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
     code, report, err = run_cli(capsys, "preflight", "-", stdin=out, monkeypatch=monkeypatch)
@@ -70,7 +56,7 @@ def test_job_request_prints_json_that_preflight_reads_from_stdin(capsys, monkeyp
     assert code == 0 and [ln.split()[0] for ln in listed.splitlines()] == list(COURSE_JOBS)
 
 
-def test_a_30_day_job_is_refused_with_exit_1_naming_why(capsys, tmp_path, no_credentials):
+def test_a_30_day_job_is_refused_with_exit_1_naming_why(capsys, tmp_path, no_aws_credentials):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(request(StoppingCondition={"MaxRuntimeInSeconds": 30 * 86400})))
     code, out, _ = run_cli(capsys, "preflight", str(path))
@@ -81,7 +67,7 @@ def test_a_30_day_job_is_refused_with_exit_1_naming_why(capsys, tmp_path, no_cre
     assert [f["check"] for f in parsed["findings"] if f["level"] == "fail"] == ["max-runtime"]
 
 
-def test_fsdp_on_the_2_3_image_is_refused_and_a_good_request_passes(capsys, tmp_path, no_credentials):
+def test_fsdp_on_the_2_3_image_is_refused_and_a_good_request_passes(capsys, tmp_path, no_aws_credentials):
     bad, good = tmp_path / "bad.json", tmp_path / "good.json"
     bad.write_text(json.dumps(request(AlgorithmSpecification={"TrainingImage": IMAGE_23},
                                       HyperParameters={"sharding": "full"})))
@@ -119,7 +105,7 @@ class _SageMaker:
         return _Paginator([{"TrainingJobSummaries": []}])
 
 
-def test_quotas_are_read_when_a_client_is_there_and_say_so_when_not(no_credentials):
+def test_quotas_are_read_when_a_client_is_there_and_say_so_when_not(no_aws_credentials):
     assert quota_findings(GOOD)[0].message.startswith("not checked: no AWS credentials")
     found = quota_findings(GOOD, _Quotas(), _SageMaker())
     assert found[0].level == "fail" and "ml.p4d.24xlarge for training job usage" in found[0].message

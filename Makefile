@@ -6,10 +6,9 @@
 #   make slides     build the slide decks to reveal.js HTML under build/slides/
 #   make lock       re-resolve requirements/lock.txt from pyproject.toml's ranges (maintainers; then make course test)
 
-# The newest Python from 3.11 to 3.13 that runs here (a pyenv shim that is not selected does not run), or PYTHON=.
-ifeq ($(origin PYTHON),undefined)
-PYTHON := $(firstword $(foreach p,python3.13 python3.12 python3.11,$(shell $(p) -c 'import sys' >/dev/null 2>&1 && echo $(p))))
-endif
+# PYTHON= names the interpreter of the venv; without it requirements/install.sh takes the newest of python3.13,
+# python3.12 and python3.11 that runs here.
+PYTHON ?=
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -63,7 +62,7 @@ UV_VERSION ?= 0.13.9
 LOCK_TOOL  := build/lock-tool
 LOCK_ARGS  ?= --upgrade
 lock:
-	test -x $(LOCK_TOOL)/bin/uv || { $(PYTHON) -m venv $(LOCK_TOOL) && $(LOCK_TOOL)/bin/python -m pip install -q uv==$(UV_VERSION); }
+	test -x $(LOCK_TOOL)/bin/uv || { $(or $(PYTHON),python3) -m venv $(LOCK_TOOL) && $(LOCK_TOOL)/bin/python -m pip install -q uv==$(UV_VERSION); }
 	$(LOCK_TOOL)/bin/uv pip compile pyproject.toml requirements/pins.in --extra course --extra dev \
 	  --universal --python-version 3.11 --excludes requirements/gpu-only.txt \
 	  --custom-compile-command "make lock" $(LOCK_ARGS) -o $(LOCK)

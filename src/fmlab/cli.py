@@ -57,7 +57,9 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mfu", type=_number(float, 0, "the utilisation", high=1), default=0.4,
                    help="fraction of peak FLOP/s the devices sustain, in (0, 1] (default 0.4); it is the MFU "
                         "without recomputation, and the HFU with it")
-    p.add_argument("--sharding", default="none", help="none | zero1 | zero2 | full | hybrid:D")
+    p.add_argument("--sharding", default="none", help="none | zero1 | zero2 | full | hybrid (with --hybrid-shard-degree)")
+    p.add_argument("--hybrid-shard-degree", type=_number(int, 0, "the hybrid shard degree", low_ok=True), default=0,
+                   help="with --sharding hybrid: devices per shard group, e.g. 8 (one node)")
     p.add_argument("--tp", type=_number(int, 1, "the tensor-parallel degree", low_ok=True), default=1,
                    help="tensor-parallel degree")
     p.add_argument("--pp", type=_number(int, 1, "the pipeline-parallel degree", low_ok=True), default=1,
@@ -82,7 +84,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tokens = args.tokens or compute.chinchilla_tokens(compute.param_count(catalog.model(args.model)))
     try:
         plan = make_plan(args.model, tokens, args.instance, args.count, mfu=args.mfu, sharding=args.sharding,
-                         tp=args.tp, pp=args.pp, micro_batch=args.micro_batch, seq_len=args.seq_len,
+                         hybrid_shard_degree=args.hybrid_shard_degree, tp=args.tp, pp=args.pp, micro_batch=args.micro_batch, seq_len=args.seq_len,
                          recompute=args.recompute, attention=args.attention)
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -13,7 +13,7 @@ from fmlab.parallel.smp import to_mp_parameters
 
 
 @pytest.mark.parametrize("cfg, world, preset, fix", [
-    (ParallelConfig(tp=3), 4, None, "tp=3 does not divide the 4 processes"),
+    (ParallelConfig(tp=3), 4, None, "tp=3 does not divide the 4 devices"),
     (ParallelConfig(tp=4), 4, "tiny", "must divide tiny's 2 key/value heads"),  # tiny: 4 heads, 2 KV heads
     (ParallelConfig(tp=8), 8, "tiny-gpt", "must divide tiny-gpt's 4 attention heads"),
     (ParallelConfig(sharding="hybrid", hybrid_shard_degree=3), 4, None, "hybrid_shard_degree=3 must divide the 4"),
@@ -41,6 +41,38 @@ def test_impossible_layouts_fail_fast_with_the_fix(cfg, world, preset, fix):
 def test_possible_layouts_pass_and_give_the_mesh_shape(cfg, world, shape):
     assert cfg.check(world, "tiny") is cfg
     assert cfg.mesh_shape(world) == shape
+
+
+def test_one_config_from_planner_to_engine():
+    """The planner, the engine and TrainConfig read the same ParallelConfig; what the planner approves the engine
+    builds, except what it says it has not got (pipeline stages, ZeRO-1/2)."""
+    from fmlab.plan import layout, parallelism
+    from fmlab.train.config import parse_config
+
+    assert ParallelConfig is parallelism.ParallelConfig
+    plan = layout.make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, sharding="hybrid", hybrid_shard_degree=64,
+                            recompute="offload")
+    assert plan.parallel.activation_checkpointing == "full" and plan.parallel.activation_offloading
+    assert plan.parallel.recompute == "offload" and plan.layout["shard_degree"] == 64
+    plan.parallel.check(128, "gpt-30b").check_trainable()  # the engine's own check
+    flags = parse_config([f"--{k}={v}" for k, v in plan.parallel.hyperparameters().items()], env={})
+    assert flags.parallel == plan.parallel  # the same layout through flags / SageMaker hyperparameters
+    assert ParallelConfig.from_hyperparameters({k: str(v) for k, v in plan.parallel.hyperparameters().items()}) \
+        == plan.parallel
+    with pytest.raises(PlanError, match="pipeline stages are planned in module 1 but fmlab's engine has no pipeline"):
+        layout.make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 4, pp=2).parallel.check_trainable()
+    with pytest.raises(PlanError, match="ZeRO stage 2.*use sharding='full'"):
+        ParallelConfig(sharding="zero2").check(4).check_trainable()
+    with pytest.raises(PlanError, match="give the layout once"):
+        layout.make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 4, parallel=ParallelConfig(), tp=2)
+
+
+def test_the_old_hybrid_spelling_is_read_with_a_clear_message():
+    with pytest.warns(FutureWarning, match="write sharding='hybrid', hybrid_shard_degree=8"):
+        cfg = ParallelConfig(sharding="hybrid:8")
+    assert (cfg.sharding, cfg.hybrid_shard_degree) == ("hybrid", 8)
+    with pytest.raises(PlanError, match="is not a layout: write sharding='hybrid', hybrid_shard_degree=D"):
+        ParallelConfig(sharding="hybrid:eight")
 
 
 def test_mp_parameters_as_sagemaker_passes_them():

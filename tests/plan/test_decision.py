@@ -39,7 +39,7 @@ def test_calculator_days_halve_when_instances_double():
 
 
 def test_calculator_shows_impossible_plans_as_errors():
-    assert "Impossible plan" in calculator_result("gpt-30b", 300, "ml.g5.12xlarge", 3, 0.4, sharding="hybrid:5")
+    assert "Impossible plan" in calculator_result("gpt-30b", 300, "ml.g5.12xlarge", 3, 0.4, sharding="hybrid", hybrid_shard_degree=5)
 
 
 def test_widget_updates_on_change():

@@ -5,27 +5,28 @@ import pytest
 from fmlab.plan import catalog
 from fmlab.plan.catalog import GB
 from fmlab.plan.compute import PlanError
-from fmlab.plan.layout import Layout, activation_bytes_per_layer, make_plan, model_state_bytes
+from fmlab.plan.layout import activation_bytes_per_layer, make_plan, model_state_bytes
+from fmlab.plan.parallelism import ParallelConfig
 
 
 @pytest.mark.parametrize("sharding, expected_gb", [("none", 120), ("zero1", 31.4), ("zero2", 16.6), ("full", 1.9)])
 def test_zero_paper_7_5b_on_64_gpus(sharding, expected_gb):
     # Rajbhandari et al. 2020 (ZeRO), Figure 1: 7.5B parameters, K=12, Nd=64 -> 120 / 31.4 / 16.6 / 1.9 GB.
-    total = sum(model_state_bytes(7.5e9, Layout(64, sharding=sharding)).values()) / GB
+    total = sum(model_state_bytes(7.5e9, ParallelConfig(sharding=sharding), 64).values()) / GB
     assert total == pytest.approx(expected_gb, abs=0.05)
 
 
 def test_hybrid_shard_sits_between_ddp_and_full_shard():
-    full = sum(model_state_bytes(7.5e9, Layout(64, sharding="full")).values())
-    hybrid = sum(model_state_bytes(7.5e9, Layout(64, sharding="hybrid:8")).values())
-    ddp = sum(model_state_bytes(7.5e9, Layout(64, sharding="none")).values())
+    full = sum(model_state_bytes(7.5e9, ParallelConfig(sharding="full"), 64).values())
+    hybrid = sum(model_state_bytes(7.5e9, ParallelConfig(sharding="hybrid", hybrid_shard_degree=8), 64).values())
+    ddp = sum(model_state_bytes(7.5e9, ParallelConfig(sharding="none"), 64).values())
     assert full < hybrid < ddp
     assert hybrid == pytest.approx(16 * 7.5e9 / 8)
 
 
 def test_tensor_and_pipeline_parallel_divide_model_states():
-    one = sum(model_state_bytes(1e9, Layout(8)).values())
-    assert sum(model_state_bytes(1e9, Layout(8, tp=4, pp=2)).values()) == pytest.approx(one / 8)
+    one = sum(model_state_bytes(1e9, ParallelConfig(), 8).values())
+    assert sum(model_state_bytes(1e9, ParallelConfig(tp=4, pp=2), 8).values()) == pytest.approx(one / 8)
 
 
 def test_korthikanti_activation_per_layer_gpt3():
@@ -104,17 +105,21 @@ def test_impossible_degrees_name_the_fix():
         make_plan("llama2-13b", 1e9, "ml.p4d.24xlarge", 2, tp=16)
     with pytest.raises(PlanError, match="must divide gpt-30b's 48 layers"):
         make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 4, pp=32)
-    with pytest.raises(PlanError, match="hybrid shard degree 3"):
-        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="hybrid:3")
+    with pytest.raises(PlanError, match="hybrid_shard_degree=3 must divide the 16 data-parallel ranks"):
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="hybrid", hybrid_shard_degree=3)
     with pytest.raises(PlanError, match="sharding must be one of"):
         make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="zero4")
 
 
-def test_gqa_tp_may_exceed_kv_heads_when_it_replicates_them():
-    # llama2-70b has 8 KV heads: tp 16 replicates each KV head on 2 ranks, tp 64 divides the 64 query heads.
-    Layout(64, tp=16).check(catalog.model("llama2-70b"))
-    with pytest.raises(PlanError):
-        Layout(48, tp=48).check(catalog.model("llama2-70b"))
+def test_the_planner_refuses_what_the_engine_cannot_split():
+    # llama2-70b has 8 KV heads: the engine splits whole KV heads (it does not replicate them, as Megatron can),
+    # so the planner refuses tp 16 too and names the largest degree that works.
+    ParallelConfig(tp=8).check(64, catalog.model("llama2-70b"))
+    with pytest.raises(PlanError, match="tp=16 must divide llama2-70b's 8 key/value heads.*use tp=8"):
+        ParallelConfig(tp=16).check(64, catalog.model("llama2-70b"))
+    with pytest.raises(PlanError, match="MLP width"):  # tiny: 4 heads, 2 KV heads, 176 MLP, 64 hidden
+        ParallelConfig(tp=2).check(2, catalog.ModelPreset("odd", "llama", hidden=64, layers=2, heads=4, vocab=512,
+                                                         seq_len=128, intermediate=175, kv_heads=2, source="test"))
 
 
 def test_plan_dict_has_the_cli_keys():

@@ -42,7 +42,7 @@ def test_sagemaker_arguments_are_tolerated_in_both_spellings():
                         "--mp_parameters", '{"hybrid_shard_degree": 2, "tensor_parallel_degree": 2}'], env={})
     assert (cfg.max_steps, cfg.micro_batch, cfg.shuffle, cfg.tensorboard) == (7, 2, False, True)
     assert cfg.ignored == ["--sagemaker_program", "train.py", "--some-new-flag"]
-    layout = cfg.parallel_config()  # SMP v2's settings decide the layout
+    layout = cfg.parallel  # SMP v2's settings decide the layout
     assert (layout.sharding, layout.hybrid_shard_degree, layout.tp) == ("hybrid", 2, 2)
     with pytest.raises(TrainConfigError, match="--max-steps expects a int"):
         parse_config(["--max-steps", "many"], env={})
@@ -61,7 +61,7 @@ def test_the_sagemaker_contract_is_read_and_the_command_line_wins(tmp_path):
     assert (found["max_steps"], found["micro_batch"], found["lr"]) == (9, 3, 0.001)
     assert json.loads(found["mp_parameters"]) == {"hybrid_shard_degree": 0} and found["ignored"] == ["not_ours"]
     cfg = parse_config(["--max-steps", "4"], env=env)
-    assert (cfg.max_steps, cfg.micro_batch) == (4, 3) and cfg.parallel_config().sharding == "full"
+    assert (cfg.max_steps, cfg.micro_batch) == (4, 3) and cfg.parallel.sharding == "full"
     assert sagemaker_defaults({}) == {}  # outside SageMaker nothing is assumed
 
 
@@ -174,7 +174,7 @@ def _model_and_optimizer():
 
 def test_an_impossible_layout_fails_fast_with_the_fix(dataset, capsys):
     assert main(["--data", dataset, "--tp", "3"]) == 2
-    assert "tp=3 does not divide the 1 processes" in capsys.readouterr().err
+    assert "tp=3 does not divide the 1 device (one process each)" in capsys.readouterr().err
     with pytest.raises(TrainConfigError, match="lower --micro-batch"):
         train(TrainConfig(**{**TINY, "micro_batch": 10**6}, data=dataset))
 

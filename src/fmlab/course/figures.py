@@ -36,10 +36,10 @@ ATTENTION = "flash"  # FlashAttention / PyTorch SDPA: the attention scores are n
 # (group, label, make_plan arguments): the candidate layouts of gpt30b_memory, in the order drawn
 GPT30B_LAYOUTS: tuple[tuple[str, str, dict], ...] = (
     ("sharding", "full (128)", {"sharding": "full"}),
-    ("sharding", "hybrid 8", {"sharding": "hybrid:8"}),
-    ("sharding", "hybrid 16", {"sharding": "hybrid:16"}),
-    ("sharding", "hybrid 32", {"sharding": "hybrid:32"}),
-    ("sharding", "hybrid 64", {"sharding": "hybrid:64"}),
+    ("sharding", "hybrid 8", {"sharding": "hybrid", "hybrid_shard_degree": 8}),
+    ("sharding", "hybrid 16", {"sharding": "hybrid", "hybrid_shard_degree": 16}),
+    ("sharding", "hybrid 32", {"sharding": "hybrid", "hybrid_shard_degree": 32}),
+    ("sharding", "hybrid 64", {"sharding": "hybrid", "hybrid_shard_degree": 64}),
     ("full sharding + tensor parallel", "TP 2", {"sharding": "full", "tp": 2}),
     ("full sharding + tensor parallel", "TP 4", {"sharding": "full", "tp": 4}),
     ("full sharding + tensor parallel", "TP 8", {"sharding": "full", "tp": 8}),
@@ -63,7 +63,7 @@ LAYOUT_MEMORY: tuple[tuple[str, dict], ...] = (
     ("ZeRO-2", {"sharding": "zero2"}),
     ("FSDP full", {"sharding": "full"}),
     ("FSDP full\n+ recompute", {"sharding": "full", "recompute": "full"}),
-    ("hybrid:8\n+ recompute", {"sharding": "hybrid:8", "recompute": "full"}),
+    ("hybrid 8\n+ recompute", {"sharding": "hybrid", "hybrid_shard_degree": 8, "recompute": "full"}),
     ("TP 8 + recompute", {"tp": 8, "recompute": "full"}),
 )
 # Module 2: models whose Chinchilla-optimal data the deck sizes

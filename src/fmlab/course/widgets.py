@@ -20,11 +20,11 @@ LARGE_MODELS = [name for name in catalog.MODELS if not name.startswith("tiny")]
 
 
 def calculator_result(model: str, tokens_billion: float, instance: str, count: int, mfu: float,
-                      sharding: str = "full", recompute: str = "full") -> str:
+                      sharding: str = "full", recompute: str = "full", hybrid_shard_degree: int = 0) -> str:
     """The calculator's output as HTML (also used without widgets, e.g. in tests)."""
     try:
         plan = make_plan(model, tokens_billion * 1e9, instance, count, mfu=mfu, sharding=sharding,
-                         recompute=recompute)
+                         hybrid_shard_degree=hybrid_shard_degree, recompute=recompute)
     except PlanError as e:
         return f'<div class="fmlab-error"><b>Impossible plan:</b> {html.escape(str(e))}</div>'
     verdict = "yes" if plan.fits else "no"

@@ -80,8 +80,9 @@ class GateResult:
 def sharding_of(run: ShardedRun) -> str:
     if run.processes == 1:
         return "one process"
-    if run.hybrid_shard_degree:
-        return f"hybrid {run.processes // run.hybrid_shard_degree}x{run.hybrid_shard_degree}"
+    if run.parallel.sharding == "hybrid":
+        degree = run.parallel.hybrid_shard_degree
+        return f"hybrid {run.processes // degree}x{degree}"
     return f"full over {run.processes}"
 
 

@@ -1,6 +1,7 @@
 """Module 7's job: pretraining a GPT with sharded data parallelism (SMP v2 on PyTorch FSDP), described once.
 
-    run = ShardedRun(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, hybrid_shard_degree=64)
+    layout = ParallelConfig(sharding="hybrid", hybrid_shard_degree=64, activation_checkpointing="full")
+    run = ShardedRun(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, parallel=layout)
     spec = run.job_spec(data_uri="s3://bucket/data/v1", checkpoint_uri="s3://bucket/checkpoints/gpt30b")
     twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60,
                       lr=3e-3, warmup_steps=5)   # a tiny model trains in few steps: shorter warm-up, higher LR
@@ -8,7 +9,9 @@
     chain = job_chain(run, planned_days=41.1, data_uri=..., checkpoint_uri=...)   # a run longer than 28 days
     run.storage()                            # what the volume line of the request means on this instance
 
-`job_spec` gives the `fmlab.jobs.JobSpec` that `jobs.launch` sends to SageMaker (or runs in the sandbox):
+The layout is one `ParallelConfig` (fmlab.plan.parallelism), the planner's and the engine's; `shrink` takes its
+field names too (hybrid_shard_degree=2 changes the layout's). `job_spec` gives the `fmlab.jobs.JobSpec` that
+`jobs.launch` sends to SageMaker (or runs in the sandbox):
 torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment below, the
 training data streamed with FastFile, /opt/ml/checkpoints synced to S3, a stopping condition. `shrink` keeps
 every one of those choices and changes only the sizes, so the laptop run is the same job, smaller.
@@ -27,10 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fmlab.jobs.spec import JobSpec
+from fmlab.parallel.smp import to_mp_parameters
 from fmlab.plan import catalog
+from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
+from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
 
@@ -100,10 +106,9 @@ class ShardedRun:
     instance_type: str = "ml.p4d.24xlarge"
     instances: int = 16
     processes_per_host: int | None = None  # None: one per GPU (SageMaker's default)
-    hybrid_shard_degree: int = 0  # SMP v2: 0 = shard over every rank; D = shard within groups of D
-    tensor_parallel_degree: int = 1
-    activation_checkpointing: str = "full"  # none | selective | full (PyTorch's, applied by the script)
-    activation_offloading: bool = False  # SMP's sm_activation_offloading (needs checkpointing)
+    # SMP v2 always shards: sharding full (hybrid_shard_degree 0) or hybrid (D ranks per shard group)
+    parallel: ParallelConfig = field(default_factory=lambda: ParallelConfig(sharding="full",
+                                                                             activation_checkpointing="full"))
     seq_len: int | None = None  # None: the model's context
     micro_batch: int = 1
     grad_accum: int = 1
@@ -133,22 +138,26 @@ class ShardedRun:
 
     @property
     def tokens_per_step(self) -> int:
-        replicas = self.processes // self.tensor_parallel_degree
+        replicas = self.parallel.dp(self.processes)
         return replicas * self.micro_batch * self.grad_accum * self.sequence_length
 
     def smp(self) -> dict:
         """The SMP v2 settings (`SMP(**run.smp())` in SDK v3; `--mp_parameters` in the script)."""
-        out = {"hybrid_shard_degree": self.hybrid_shard_degree, "tensor_parallel_degree": self.tensor_parallel_degree}
-        if self.activation_offloading:
-            out.update(sm_activation_offloading=True, activation_loading_horizon=2)
-        return out
+        return to_mp_parameters(self.parallel)
+
+    def check(self) -> ShardedRun:
+        """Raise PlanError naming the fix unless the layout can be built on this cluster for this model."""
+        self.parallel.check(self.processes, self.preset).check_trainable()
+        to_mp_parameters(self.parallel)  # SMP v2 always shards
+        return self
 
     def hyperparameters(self) -> dict:
         """What the training script gets besides the SMP settings (the checkpoint, model and output folders
         come from SageMaker's environment: /opt/ml/checkpoints, SM_MODEL_DIR, SM_OUTPUT_DATA_DIR)."""
         return {"model": self.model, "seq_len": self.sequence_length, "micro_batch": self.micro_batch,
                 "grad_accum": self.grad_accum, "max_steps": self.max_steps, "lr": self.lr,
-                "warmup_steps": self.warmup_steps, "activation_checkpointing": self.activation_checkpointing,
+                "warmup_steps": self.warmup_steps,
+                "activation_checkpointing": self.parallel.activation_checkpointing,
                 "checkpoint_every": self.checkpoint_every, "keep_checkpoints": self.keep_checkpoints,
                 "eval_every": self.eval_every, "eval_sequences": self.eval_sequences, "log_every": self.log_every}
 
@@ -189,7 +198,14 @@ class ShardedRun:
         return JobSpec(**fields)
 
     def shrink(self, **changes) -> ShardedRun:
-        """The same run with other sizes (model, instances, processes, steps): the laptop twin of a cloud run."""
+        """The same run with other sizes (model, instances, processes, steps): the laptop twin of a cloud run.
+        ParallelConfig's field names change the layout (`hybrid_shard_degree=2`; 0 means full sharding, as in
+        SMP v2)."""
+        layout = {k: changes.pop(k) for k in list(changes) if k in PARALLEL_FIELDS}
+        if "hybrid_shard_degree" in layout and "sharding" not in layout:  # SMP's meaning: 0 is full sharding
+            layout["sharding"] = "hybrid" if layout["hybrid_shard_degree"] else "full"
+        if layout:
+            changes["parallel"] = dataclasses.replace(changes.get("parallel", self.parallel), **layout)
         return dataclasses.replace(self, **changes)
 
 

@@ -75,8 +75,8 @@ def reference_choice(model: str, instance_type: str, instances: int, memory_cap_
             dp = n // tp
             for d in (d for d in range(1, dp + 1) if dp % d == 0):
                 try:
-                    plan = layout.make_plan(model, TOKENS, instance_type, instances, sharding=f"hybrid:{d}", tp=tp,
-                                            recompute=recompute, micro_batch=1, attention="flash", suggest=False)
+                    plan = layout.make_plan(model, TOKENS, instance_type, instances, sharding="hybrid",
+                                            hybrid_shard_degree=d, tp=tp, recompute=recompute, micro_batch=1, attention="flash", suggest=False)
                 except PlanError:
                     continue  # e.g. a TP degree that does not divide the heads
                 if plan.memory_gb_per_device <= memory_cap_gb:

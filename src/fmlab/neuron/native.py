@@ -57,9 +57,9 @@ class Trn2NativeSettings:
     model: str = "llama2-70b"
     instance_type: str = "ml.trn2.48xlarge"
     instance_count: int = 4
-    sharding: str = "full"  # FSDP2 over the data-parallel ranks ("hybrid": within a node, replicated across)
-    hybrid_shard_degree: int = 0
-    tp: int = 4  # DTensor tensor parallelism; stays inside one instance
+    # FSDP2 over the data-parallel ranks, DTensor tensor parallelism inside one instance, bf16
+    parallel: ParallelConfig = field(default_factory=lambda: ParallelConfig(
+        sharding="full", tp=4, activation_checkpointing="full", mixed_precision="bf16"))
     seq_len: int = 4096
     global_batch: int = 512
     micro_batch: int = 1
@@ -68,7 +68,6 @@ class Trn2NativeSettings:
     warmup_steps: int = 100
     checkpoint_every: int = 100
     keep_checkpoints: int = 2
-    activation_checkpointing: str = "full"
     torch_version: str = "2.13.0"  # the image's PyTorch: must be the course's, with its torch-neuronx family
     input_mode: str = "FastFile"
     max_run_seconds: int = 2 * 24 * 3600
@@ -86,7 +85,7 @@ class Trn2NativeSettings:
 
     @property
     def data_parallel(self) -> int:
-        return self.world_size // self.tp
+        return self.world_size // self.parallel.tp
 
     @property
     def grad_accum(self) -> int:
@@ -96,20 +95,12 @@ class Trn2NativeSettings:
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
 
-    def parallel_config(self) -> ParallelConfig:
-        return ParallelConfig(sharding=self.sharding, hybrid_shard_degree=self.hybrid_shard_degree, tp=self.tp,
-                              activation_checkpointing=self.activation_checkpointing, mixed_precision="bf16",
-                              backend="auto")
-
     def hyperparameters(self) -> dict:
         """fmlab.train's flags (TrainConfig): the same script and layout flags as the GPU jobs of modules 5-7."""
         return {"model": self.model, "seq_len": self.seq_len, "micro_batch": self.micro_batch,
                 "grad_accum": self.grad_accum, "max_steps": self.max_steps, "lr": self.lr,
                 "warmup_steps": self.warmup_steps, "checkpoint_every": self.checkpoint_every,
-                "keep_checkpoints": self.keep_checkpoints, "sharding": self.sharding,
-                "hybrid_shard_degree": self.hybrid_shard_degree, "tp": self.tp,
-                "activation_checkpointing": self.activation_checkpointing, "mixed_precision": "bf16",
-                "backend": "auto"}
+                "keep_checkpoints": self.keep_checkpoints, **self.parallel.hyperparameters()}
 
     def check(self) -> None:
         """Raise NeuronLayoutError, saying what to change, unless this job can run as configured."""
@@ -117,8 +108,9 @@ class Trn2NativeSettings:
         if inst.accelerator not in NATIVE_ACCELERATORS:
             raise NeuronLayoutError(f"{self.instance_type} has {inst.accelerator}: TorchNeuron runs on Trainium2 and "
                                     "Trainium3 only; choose ml.trn2.48xlarge (trn1 keeps the pinned NxD path)")
-        if self.tp > self.processes_per_host or self.processes_per_host % self.tp:
-            raise NeuronLayoutError(f"tp={self.tp} must divide the {self.processes_per_host} logical NeuronCores of "
+        tp = self.parallel.tp
+        if tp > self.processes_per_host or self.processes_per_host % tp:
+            raise NeuronLayoutError(f"tp={tp} must divide the {self.processes_per_host} logical NeuronCores of "
                                     f"one {self.instance_type} (keep tensor parallelism inside an instance)")
         if self.global_batch % (self.data_parallel * self.micro_batch):
             raise NeuronLayoutError(f"global batch {self.global_batch} does not split into {self.data_parallel} "
@@ -127,7 +119,7 @@ class Trn2NativeSettings:
             raise NeuronLayoutError(f"seq_len {self.seq_len} exceeds {self.model}'s context of "
                                     f"{catalog.model(self.model).seq_len}")
         try:
-            self.parallel_config().check(self.world_size, catalog.model(self.model))
+            self.parallel.check(self.world_size, catalog.model(self.model)).check_trainable()
             torchneuron_family(self.torch_version)
         except (PlanError, ImageError) as e:
             raise NeuronLayoutError(str(e)) from None
@@ -203,14 +195,17 @@ def trn2_problems(spec: JobSpec) -> list[str]:
     if per_host and spec.processes() != per_host:
         out.append(f"layout: {spec.processes()} processes per host; run one per logical NeuronCore: "
                    f"processes_per_host={per_host} on {spec.instance_type}")
-    tp = int(hyper.get("tp", 1) or 1)
-    if per_host and (tp > per_host or per_host % tp):
-        out.append(f"layout: tp={tp} must divide the {per_host} logical NeuronCores of one instance")
+    try:
+        layout = ParallelConfig.from_hyperparameters(hyper)
+    except PlanError as e:
+        out.append(f"layout: {e}")
+        return out
+    if per_host and (layout.tp > per_host or per_host % layout.tp):
+        out.append(f"layout: tp={layout.tp} must divide the {per_host} logical NeuronCores of one instance")
     elif per_host:
         try:
-            ParallelConfig(sharding=str(hyper.get("sharding", "none")), tp=tp,
-                           hybrid_shard_degree=int(hyper.get("hybrid_shard_degree", 0) or 0)).check(
-                spec.instance_count * per_host, catalog.MODELS.get(str(hyper.get("model", "tiny"))))
+            layout.check(spec.instance_count * per_host, catalog.MODELS.get(str(hyper.get("model", "tiny"))))
+            layout.check_trainable()
         except PlanError as e:
             out.append(f"layout: {e}")
     return out

@@ -1,7 +1,7 @@
 """The parallel engine: one call turns a model into DDP, FSDP (full or hybrid), TP or FSDP+TP.
 
     from fmlab.parallel import ParallelConfig, init_distributed, parallelize
-    cfg = ParallelConfig(sharding="full", tp=2).check(world_size=4, model_preset="tiny")
+    cfg = ParallelConfig(sharding="full", tp=2).check(4, "tiny")
     dist = init_distributed(cfg)            # torchrun's RANK / WORLD_SIZE / LOCAL_RANK, or a world of 1
     model = parallelize(build_model("tiny"), cfg, dist)
 

@@ -20,16 +20,10 @@ MIXED_BYTES = {"weights": layout.WEIGHT_BYTES, "gradients": layout.GRAD_BYTES, "
 FP32_BYTES = {"weights": 4, "gradients": 4, "optimizer": 8}
 
 
-def planner_layout(cfg, world_size: int) -> layout.Layout:
-    """The planner's Layout for a ParallelConfig (hybrid sharding is 'hybrid:D' there)."""
-    sharding = {"none": "none", "full": "full"}.get(cfg.sharding, f"hybrid:{cfg.hybrid_shard_degree}")
-    return layout.Layout(world=world_size, tp=cfg.tp, pp=1, sharding=sharding)
-
-
 def predicted_state_bytes(preset: str, cfg, world_size: int, fp32: bool = True) -> dict[str, float]:
     """Bytes of weights, gradients and optimizer state per rank, from the planner."""
     m = catalog.model(preset)
-    parts = layout.model_state_bytes(compute.param_count(m), planner_layout(cfg, world_size).check(m))
+    parts = layout.model_state_bytes(compute.param_count(m), cfg.check(world_size, m), world_size)
     if not fp32:
         return parts
     return {k: v * FP32_BYTES[k] / MIXED_BYTES[k] for k, v in parts.items()}

@@ -43,6 +43,7 @@ import torch
 from fmlab.parallel.config import DistInfo, ParallelConfig
 from fmlab.parallel.smp import smp_available, smp_init
 from fmlab.plan.compute import PlanError
+from fmlab.plan.parallelism import MESH_DIMS
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def build_mesh(cfg: ParallelConfig, world_size: int, device_type: str):
     """The 3-D DeviceMesh (dp_replicate, dp_shard, tp) for `cfg`; call on every rank of an initialised world."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    return init_device_mesh(device_type, cfg.mesh_shape(world_size), mesh_dim_names=cfg.dims)
+    return init_device_mesh(device_type, cfg.mesh_shape(world_size), mesh_dim_names=MESH_DIMS)
 
 
 def needs_mesh(cfg: ParallelConfig, backend: str) -> bool:
@@ -168,7 +169,7 @@ def init_distributed(cfg: ParallelConfig, timeout: float | None = None) -> DistI
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    cfg.check(world)
+    cfg.check(world).check_trainable()
     backend = resolve_backend(cfg)
     if backend in ("nccl", "smddp"):
         if not torch.cuda.is_available():

@@ -18,7 +18,7 @@ from fmlab.parallel.smp import smp_available, smp_parallelize
 def parallelize(model: torch.nn.Module, cfg: ParallelConfig, dist: DistInfo) -> torch.nn.Module:
     """Apply the layout: TP, then activation checkpointing / offloading, then FSDP or DDP. Returns the model
     to train (DDP returns a wrapper; the other layouts change `model` in place and return it)."""
-    cfg.check(dist.world_size)
+    cfg.check(dist.world_size).check_trainable()
     if not any(p.is_meta for p in model.parameters()):  # a meta model (delayed init) is materialised later
         model.to(dist.device)
     if smp_available() and dist.mesh is not None:

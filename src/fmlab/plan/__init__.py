@@ -8,14 +8,16 @@
 Files, in the order the course uses them:
 - catalog.py   instances, accelerators, model shapes and published runs, each with its source and date read
 - compute.py   parameters, FLOPs per token, training time, cost, MFU, the phased scaling plan; PlanError
-- layout.py    a parallel layout (sharding, tp, pp, recompute) and the memory it needs per device
+- parallelism.py  ParallelConfig: THE parallel layout (sharding, tp, pp, recompute, ...) and its one check,
+                 read by the planner, the engine (fmlab.parallel), TrainConfig and every job
+- layout.py    the memory a layout needs per device, and the plan of a run (make_plan)
 - decision.py  the "should you pretrain at all?" questions and their recommendation
 - reliability.py  failures at scale (a published failure rate), job MTBF, Young/Daly checkpoint intervals
 
 Nothing here imports torch: a plan is pure arithmetic, tested against published figures (tests/plan/test_planning.py).
 """
 
-from fmlab.plan import catalog, compute, decision, layout, reliability
+from fmlab.plan import catalog, compute, decision, layout, parallelism, reliability
 from fmlab.plan.compute import PlanError
 
-__all__ = ["PlanError", "catalog", "compute", "decision", "layout", "reliability"]
+__all__ = ["PlanError", "catalog", "compute", "decision", "layout", "parallelism", "reliability"]

@@ -1,8 +1,9 @@
 """Parallel layouts and the memory each device needs: will this run fit?
 
-A layout splits the world of devices into tensor-parallel groups (T), pipeline stages (P) and data-parallel
-replicas (the rest), and says how the data-parallel replicas shard the model states (nothing, ZeRO-1/2,
-full FSDP sharding, or hybrid sharding within groups of D).
+A layout (fmlab.plan.parallelism.ParallelConfig, the one the engine and the jobs read too) splits the world of
+devices into tensor-parallel groups (T), pipeline stages (P) and data-parallel replicas (the rest), and says how
+the data-parallel replicas shard the model states (nothing, ZeRO-1/2, full FSDP sharding, or hybrid sharding
+within groups of D), and what each layer recomputes.
 
     >>> from fmlab.plan.layout import make_plan
     >>> p = make_plan("gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, sharding="full",
@@ -22,13 +23,15 @@ Sources:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
-from fmlab.plan import catalog, compute
+from fmlab.plan import catalog, compute, parallelism
 from fmlab.plan.catalog import GB, Instance, ModelPreset
 from fmlab.plan.compute import PlanError
+from fmlab.plan.parallelism import ParallelConfig
 
-SHARDING_CHOICES = ("none", "zero1", "zero2", "full", "hybrid:D")
+SHARDING_CHOICES = parallelism.SHARDINGS  # none | zero1 | zero2 | full | hybrid (with hybrid_shard_degree)
 RECOMPUTE_CHOICES = compute.RECOMPUTE_CHOICES  # none | selective (keep matmul outputs) | full | offload
 # "eager": attention materialises the a x s x s score and softmax tensors and keeps them for backward (the
 # Korthikanti formula); "flash": a fused kernel (FlashAttention, PyTorch SDPA) recomputes them in its backward
@@ -42,75 +45,19 @@ GLOBAL_BATCH_LIMIT_TOKENS = 4 * 2**20
 USABLE_FRACTION = 0.9  # leave ~10% of device memory for the framework, allocator slack and buffers
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How `world` devices are arranged. Validate with `check(model)`."""
-
-    world: int
-    tp: int = 1
-    pp: int = 1
-    sharding: str = "none"  # none | zero1 | zero2 | full | hybrid:D
-
-    @property
-    def dp(self) -> int:
-        return self.world // (self.tp * self.pp)
-
-    @property
-    def shard_degree(self) -> int:
-        """Over how many data-parallel ranks the sharded model states are spread."""
-        if self.sharding == "none":
-            return 1
-        if self.sharding.startswith("hybrid:"):
-            return int(self.sharding.split(":", 1)[1])
-        return self.dp
-
-    def check(self, m: ModelPreset | None = None) -> Layout:
-        """Raise PlanError naming the fix if this layout cannot be built; return self otherwise."""
-        if self.tp < 1 or self.pp < 1 or self.world < 1:
-            raise PlanError(f"degrees must be positive: world={self.world}, tp={self.tp}, pp={self.pp}")
-        if self.world % (self.tp * self.pp):
-            raise PlanError(
-                f"tp x pp = {self.tp} x {self.pp} = {self.tp * self.pp} does not divide the {self.world} devices: "
-                f"choose degrees whose product divides {self.world} (e.g. tp={_largest_divisor(self.world, self.tp)})")
-        if self.sharding not in ("none", "zero1", "zero2", "full") and not self.sharding.startswith("hybrid:"):
-            raise PlanError(f"sharding must be one of {', '.join(SHARDING_CHOICES)}, not {self.sharding!r}")
-        if self.sharding.startswith("hybrid:"):
-            try:
-                d = self.shard_degree
-            except ValueError:
-                raise PlanError(f"hybrid sharding needs a whole-number degree, e.g. hybrid:8, not {self.sharding!r}") from None
-            if d < 1 or self.dp % d:
-                raise PlanError(
-                    f"hybrid shard degree {d} must divide the data-parallel degree {self.dp} "
-                    f"(world {self.world} / tp {self.tp} / pp {self.pp}); try hybrid:{_largest_divisor(self.dp, d)}")
-        if m is not None:
-            if m.heads % self.tp or m.n_kv_heads % self.tp and self.tp % m.n_kv_heads:
-                raise PlanError(
-                    f"tp={self.tp} must divide {m.name}'s {m.heads} attention heads ({m.n_kv_heads} KV heads): "
-                    f"use tp={_largest_divisor(m.heads, self.tp)}")
-            if m.layers % self.pp:
-                raise PlanError(f"pp={self.pp} must divide {m.name}'s {m.layers} layers: "
-                                f"use pp={_largest_divisor(m.layers, self.pp)}")
-        return self
-
-
-def _largest_divisor(n: int, at_most: int) -> int:
-    return max(d for d in range(1, max(1, min(n, at_most)) + 1) if n % d == 0)
-
-
 # ---------------------------------------------------------------- memory
 
 
-def model_state_bytes(params: float, layout: Layout) -> dict[str, float]:
-    """Weights, gradients and optimizer state on ONE device, in bytes (ZeRO paper, section 3)."""
-    local = params / (layout.tp * layout.pp)
-    s = layout.shard_degree
+def model_state_bytes(params: float, cfg: ParallelConfig, world: int) -> dict[str, float]:
+    """Weights, gradients and optimizer state on ONE of `world` devices, in bytes (ZeRO paper, section 3)."""
+    local = params / (cfg.tp * cfg.pp)
+    s = cfg.shard_degree(world)
     w, g, o = WEIGHT_BYTES * local, GRAD_BYTES * local, OPTIMIZER_BYTES * local
-    if layout.sharding == "zero1":
+    if cfg.sharding == "zero1":
         o /= s
-    elif layout.sharding == "zero2":
+    elif cfg.sharding == "zero2":
         g, o = g / s, o / s
-    elif layout.sharding == "full" or layout.sharding.startswith("hybrid:"):
+    elif cfg.sharding in ("full", "hybrid"):
         w, g, o = w / s, g / s, o / s
     return {"weights": w, "gradients": g, "optimizer": o}
 
@@ -182,7 +129,8 @@ class TrainingPlan:
     hfu: float  # hardware FLOPs / (time x peak): what the devices sustain, the planner's `mfu` input
     days: float
     cost_usd: float
-    layout: dict
+    parallel: ParallelConfig  # the layout, as the engine and the jobs take it
+    layout: dict  # its sizes on this cluster: world, tp, pp, dp, sharding, shard_degree
     micro_batch: int
     seq_len: int
     recompute: str
@@ -213,42 +161,52 @@ def checkpoint_gb(params: float) -> dict:
     return {"training": params * OPTIMIZER_BYTES / GB, "bf16_weights": params * WEIGHT_BYTES / GB}
 
 
-def memory_per_device(m: ModelPreset, layout: Layout, micro_batch: int = 1, seq_len: int | None = None,
-                      recompute: str = "none", offload_horizon: int = 2, attention: str = "flash") -> dict[str, float]:
-    """Bytes on one device, by part: weights, gradients, optimizer, activations (stored, working, logits)."""
+def memory_per_device(m: ModelPreset, cfg: ParallelConfig, world: int, micro_batch: int = 1,
+                      seq_len: int | None = None, attention: str = "flash") -> dict[str, float]:
+    """Bytes on one of `world` devices, by part: weights, gradients, optimizer, activations (stored, working,
+    logits)."""
     seq_len = seq_len or m.seq_len
-    states = model_state_bytes(compute.param_count(m), layout)
-    acts = activation_bytes(m, micro_batch, seq_len, layout.tp, recompute, offload_horizon, attention)
+    states = model_state_bytes(compute.param_count(m), cfg, world)
+    acts = activation_bytes(m, micro_batch, seq_len, cfg.tp, cfg.recompute, cfg.offload_horizon, attention)
     return {**states, **{f"activations_{k}": v for k, v in acts.items()}}
 
 
 def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
-              mfu: float = 0.4, sharding: str = "none", tp: int = 1, pp: int = 1, micro_batch: int = 1,
-              seq_len: int | None = None, recompute: str = "none", suggest: bool = True,
-              attention: str = "flash") -> TrainingPlan:
-    """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big."""
+              parallel: ParallelConfig | None = None, mfu: float = 0.4, sharding: str = "none",
+              hybrid_shard_degree: int = 0, tp: int = 1, pp: int = 1, recompute: str = "none", micro_batch: int = 1,
+              seq_len: int | None = None, suggest: bool = True, attention: str = "flash") -> TrainingPlan:
+    """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big.
+
+    The layout is `parallel` (a ParallelConfig, as the engine and the jobs take it), or the keywords sharding,
+    hybrid_shard_degree, tp, pp and recompute (none | selective | full | offload), which build one."""
     m = catalog.model(model) if isinstance(model, str) else model
     inst = catalog.instance(instance) if isinstance(instance, str) else instance
-    for name, value in (("instances", instances), ("tp", tp), ("pp", pp), ("micro_batch", micro_batch)):
+    loose = dict(sharding=sharding, hybrid_shard_degree=hybrid_shard_degree, tp=tp, pp=pp, recompute=recompute)
+    if parallel is None:
+        parallel = ParallelConfig.planned(**loose)
+    elif loose != dict(sharding="none", hybrid_shard_degree=0, tp=1, pp=1, recompute="none"):
+        raise PlanError("give the layout once: parallel=ParallelConfig(...) or the keywords sharding, "
+                        "hybrid_shard_degree, tp, pp and recompute, not both")
+    for name, value in (("instances", instances), ("micro_batch", micro_batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise PlanError(f"{name} must be a whole number of at least 1, got {value!r}")
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
         raise PlanError(f"seq_len must be a whole number of tokens of at least 1 (or None: the preset's "
                         f"{m.seq_len}), got {seq_len!r}")
-    if recompute not in RECOMPUTE_CHOICES:
-        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, not {recompute!r}")
-    layout = Layout(instances * inst.accelerators, tp, pp, sharding).check(m)
+    world = instances * inst.accelerators
+    parallel.check(world, m)
     seq_len = seq_len or m.seq_len
-    run = compute.estimate_run(m, tokens, inst, instances, mfu, recompute)
-    parts = memory_per_device(m, layout, micro_batch, seq_len, recompute, attention=attention)
+    run = compute.estimate_run(m, tokens, inst, instances, mfu, parallel.recompute)
+    parts = memory_per_device(m, parallel, world, micro_batch, seq_len, attention=attention)
     total_gb = sum(parts.values()) / GB
     usable = inst.device_memory_gb * USABLE_FRACTION
     plan = TrainingPlan(
         model=m.name, params=run.params, tokens=tokens, train_flops=run.train_flops, instance=inst.name,
         instances=instances, devices=run.devices, mfu=run.mfu, hfu=run.hfu, days=run.days, cost_usd=run.cost_usd,
-        layout={"world": layout.world, "tp": tp, "pp": pp, "dp": layout.dp, "sharding": sharding,
-                "shard_degree": layout.shard_degree},
-        micro_batch=micro_batch, seq_len=seq_len, recompute=recompute, memory_gb_per_device=total_gb,
+        parallel=parallel,
+        layout={"world": world, "tp": parallel.tp, "pp": parallel.pp, "dp": parallel.dp(world),
+                "sharding": parallel.sharding, "shard_degree": parallel.shard_degree(world)},
+        micro_batch=micro_batch, seq_len=seq_len, recompute=parallel.recompute, memory_gb_per_device=total_gb,
         memory_breakdown_gb={k: v / GB for k, v in parts.items()}, device_memory_gb=inst.device_memory_gb,
         usable_memory_gb=usable, fits=total_gb <= usable, checkpoint_gb=checkpoint_gb(run.params),
         price_note=(f"${inst.price_per_hour}/h per instance, {inst.price_basis}, {inst.price_region}, read "
@@ -256,21 +214,32 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
                     else f"no cost: {inst.name} has no published price ({inst.price_basis})"),
     )
     if not plan.fits and suggest:
-        plan.suggestions = suggest_fixes(m, tokens, inst, instances, mfu=mfu, sharding=sharding, tp=tp, pp=pp,
-                                         micro_batch=micro_batch, seq_len=seq_len, recompute=recompute,
-                                         attention=attention)
+        plan.suggestions = suggest_fixes(m, tokens, inst, instances, parallel, mfu=mfu, micro_batch=micro_batch,
+                                         seq_len=seq_len, attention=attention)
     return plan
 
 
-def suggest_fixes(m: ModelPreset, tokens: float, inst: Instance, instances: int, **current) -> list[str]:
+def _with(cfg: ParallelConfig, recompute: str | None = None, **changes) -> ParallelConfig:
+    """`cfg` with some fields changed; `recompute` in the planner's words."""
+    out = dataclasses.replace(cfg, **changes)
+    if recompute is not None:
+        words = ParallelConfig.planned(recompute=recompute)
+        out.activation_checkpointing, out.activation_offloading = (words.activation_checkpointing,
+                                                                   words.activation_offloading)
+    return out
+
+
+def suggest_fixes(m: ModelPreset, tokens: float, inst: Instance, instances: int, cfg: ParallelConfig,
+                  **settings) -> list[str]:
     """Single changes to the plan that make it fit, cheapest to try first."""
     tries: list[tuple[str, dict]] = []
-    if current["sharding"] != "full":
-        tries.append(("shard the model states across all data-parallel ranks (--sharding full)", {"sharding": "full"}))
+    if cfg.sharding != "full":
+        tries.append(("shard the model states across all data-parallel ranks (--sharding full)",
+                      {"sharding": "full", "hybrid_shard_degree": 0}))
     for r in ("selective", "full", "offload"):
-        if RECOMPUTE_CHOICES.index(r) > RECOMPUTE_CHOICES.index(current["recompute"]):
+        if RECOMPUTE_CHOICES.index(r) > RECOMPUTE_CHOICES.index(cfg.recompute):
             tries.append((f"recompute activations (--recompute {r})", {"recompute": r}))
-    tp = current["tp"]
+    tp = cfg.tp
     while tp * 2 <= inst.accelerators:
         tp *= 2
         tries.append((f"tensor parallelism within the node (--tp {tp})", {"tp": tp}))
@@ -278,27 +247,27 @@ def suggest_fixes(m: ModelPreset, tokens: float, inst: Instance, instances: int,
         tries.append((f"{instances * extra} instances instead of {instances}", {"instances": instances * extra}))
     out = []
     for text, change in tries:
-        args = {**current, **change}
-        n = args.pop("instances", instances)
+        n = change.pop("instances", instances)
         try:
-            if make_plan(m, tokens, inst, n, suggest=False, **args).fits:
+            if make_plan(m, tokens, inst, n, parallel=_with(cfg, **change), suggest=False, **settings).fits:
                 out.append(text)
         except PlanError:
             continue
         if len(out) == 3:
             break
     if not out:
-        out.extend(_combined_fix(m, tokens, inst, instances, current))
+        out.extend(_combined_fix(m, tokens, inst, instances, _with(cfg, "full", sharding="full",
+                                                                   hybrid_shard_degree=0), settings))
     return out
 
 
-def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int, current: dict) -> list[str]:
+def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int, both: ParallelConfig,
+                  settings: dict) -> list[str]:
     """When no single change is enough: full sharding + full recompute, then the instance count that fits."""
-    both = {**current, "sharding": "full", "recompute": "full"}
     n = instances
     while n <= instances * 64:
         try:
-            if make_plan(m, tokens, inst, n, suggest=False, **both).fits:
+            if make_plan(m, tokens, inst, n, parallel=both, suggest=False, **settings).fits:
                 if n == instances:
                     return ["shard and recompute together (--sharding full --recompute full)"]
                 return [f"shard and recompute together on at least {n} instances "
@@ -311,24 +280,25 @@ def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int,
 
 
 def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
-               shardings=("full", "hybrid:8", "hybrid:16", "hybrid:32", "hybrid:64"), tps=(1, 2, 4, 8),
-               recomputes=RECOMPUTE_CHOICES, micro_batch: int = 1, attention: str = "flash",
-               mfu: float = 0.4) -> list[dict]:
+               hybrid_degrees=(0, 8, 16, 32, 64), tps=(1, 2, 4, 8), recomputes=RECOMPUTE_CHOICES,
+               micro_batch: int = 1, attention: str = "flash", mfu: float = 0.4) -> list[dict]:
     """Every buildable layout of the given choices as a table row: memory per device by part, whether it
     fits, and what it costs in extra compute (recomputation) and communication (TP, shard degree).
+    `hybrid_degrees`: shard group sizes, 0 for full sharding (one group of every data-parallel rank).
     Layouts the cluster cannot form (a degree that does not divide it) are left out."""
     m = catalog.model(model) if isinstance(model, str) else model
     rows = []
-    for sharding in shardings:
+    for degree in hybrid_degrees:
         for tp in tps:
             for recompute in recomputes:
                 try:
-                    p = make_plan(m, tokens, instance, instances, sharding=sharding, tp=tp, recompute=recompute,
-                                  micro_batch=micro_batch, attention=attention, mfu=mfu, suggest=False)
+                    p = make_plan(m, tokens, instance, instances, sharding="hybrid" if degree else "full",
+                                  hybrid_shard_degree=degree, tp=tp, recompute=recompute, micro_batch=micro_batch,
+                                  attention=attention, mfu=mfu, suggest=False)
                 except PlanError:
                     continue
                 parts = p.memory_breakdown_gb
-                rows.append({"sharding": sharding, "shard degree": p.layout["shard_degree"], "tp": tp,
+                rows.append({"sharding": p.parallel.sharding, "shard degree": p.layout["shard_degree"], "tp": tp,
                              "recompute": recompute, "states GB": parts["weights"] + parts["gradients"]
                              + parts["optimizer"], "activations GB": sum(v for k, v in parts.items()
                                                                          if k.startswith("activations")),

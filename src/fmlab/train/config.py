@@ -2,7 +2,8 @@
 
     cfg = parse_config(["--model", "tiny", "--max_steps", "20", "--sagemaker_program", "x"])  # unknown: ignored
     cfg.ignored            # ['--sagemaker_program', 'x'], reported by fmlab.train
-    cfg.parallel_config()  # the fmlab.parallel.ParallelConfig of the run
+    cfg.parallel           # the run's ParallelConfig (fmlab.plan.parallelism): its fields are flags too (--tp 2)
+    cfg.check()            # TrainConfigError / PlanError naming what to change
 
 Sources, later winning: the TrainConfig defaults; the SageMaker contract when present (SM_CHANNEL_TRAIN ->
 data, SM_MODEL_DIR -> model_dir, SM_OUTPUT_DATA_DIR -> output_dir, SM_CHECKPOINT_DIR or FMLAB_CHECKPOINT_DIR,
@@ -19,6 +20,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
+from fmlab.plan.parallelism import ParallelConfig
 
 SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
 COLLECTIVE_TIMEOUT_RANGE = (1.0, 86400.0)  # seconds: --collective-timeout must lie within
@@ -65,32 +69,35 @@ class TrainConfig:
     save_first_grads: str = ""  # write step 1's gradients (after DDP's all-reduce) to this safetensors file
     eval_sequences: int = 0  # held-out sequences per evaluation (the dataset's validation split); 0: no evaluation
     eval_every: int = 0  # steps between evaluations; 0: at the end of the run only
-    # the parallel layout (fmlab.parallel.ParallelConfig)
-    sharding: str = "none"  # none (DDP when world > 1) | full (FSDP) | hybrid
-    hybrid_shard_degree: int = 0  # with sharding hybrid: ranks per shard group (0: one node's devices)
-    tp: int = 1  # tensor-parallel degree
-    activation_checkpointing: str = "none"  # none | full | selective
-    activation_offloading: bool = False  # move what each layer keeps for backward to host memory
-    offload_horizon: int = 2  # layers whose activations are fetched back ahead of the backward pass
-    mixed_precision: str = "auto"  # auto | bf16 | fp32
-    backend: str = "auto"  # auto (from the device: nccl, neuron or gloo) | gloo | nccl | neuron | smddp
-    mp_parameters: str = ""  # SMP v2 settings as JSON; when given they set the layout
+    # the parallel layout: sharding, hybrid_shard_degree, tp, activation_checkpointing, ... are flags too
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    mp_parameters: str = ""  # SMP v2 settings as JSON; when given they set the layout (fmlab.parallel.smp)
     ignored: list[str] = field(default_factory=list)  # arguments seen but not understood (reported)
 
-    def parallel_config(self):
-        """The ParallelConfig of this run: from --mp_parameters when given, else from the layout flags."""
-        from fmlab.parallel import ParallelConfig, from_mp_parameters
+    def __post_init__(self) -> None:
+        if self.mp_parameters:  # SMP's settings decide the layout; precision, backend and checkpointing stay
+            from fmlab.parallel.smp import from_mp_parameters
 
-        if self.mp_parameters:
-            cfg = from_mp_parameters(self.mp_parameters)
-            cfg.mixed_precision, cfg.backend = self.mixed_precision, self.backend
-            if cfg.activation_checkpointing == "none":
-                cfg.activation_checkpointing = self.activation_checkpointing
-            return cfg
-        return ParallelConfig(sharding=self.sharding, hybrid_shard_degree=self.hybrid_shard_degree, tp=self.tp,
-                              activation_checkpointing=self.activation_checkpointing,
-                              activation_offloading=self.activation_offloading, offload_horizon=self.offload_horizon,
-                              mixed_precision=self.mixed_precision, backend=self.backend)
+            smp = from_mp_parameters(self.mp_parameters)
+            if smp.activation_checkpointing == "none":
+                smp.activation_checkpointing = self.parallel.activation_checkpointing
+            smp.mixed_precision, smp.backend = self.parallel.mixed_precision, self.parallel.backend
+            self.parallel = smp
+
+    def check(self, world: int | None = None) -> TrainConfig:
+        """Raise TrainConfigError (or PlanError, for the layout) naming what to change; return self. With
+        `world`, the layout is checked on that many processes for this model too."""
+        from fmlab.plan import catalog
+
+        if min(self.micro_batch, self.grad_accum, self.max_steps, self.log_every) < 1:
+            raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
+        if self.eval_sequences < 0 or self.eval_every < 0:
+            raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
+        check_collective_timeout(self.collective_timeout)
+        preset = catalog.model(self.model)
+        self.parallel.check(world or self.parallel.tp * self.parallel.pp, preset if world else None)
+        self.parallel.check_trainable()
+        return self
 
 
 # ---------------------------------------------------------------- reading the configuration
@@ -107,7 +114,8 @@ def _bool(text) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name != "ignored"}
+_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name not in ("ignored", "parallel")}
+_FIELDS.update({f.name: f for f in dataclasses.fields(ParallelConfig)})  # one flag per layout field: --tp 2
 
 
 def _convert(name: str, value):
@@ -122,22 +130,30 @@ def _convert(name: str, value):
 
 
 def field_help() -> dict[str, str]:
-    """Each TrainConfig field's one-line description: the comment that follows it in this file's source."""
+    """Each flag's one-line description: the comment that follows its field in TrainConfig's or ParallelConfig's
+    source."""
     import inspect
     import io
     import tokenize
 
     out: dict[str, str] = {}
-    line_of: dict[int, str] = {}
-    source = inspect.getsource(TrainConfig)
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            line_of[tok.start[0]] = tok.string.lstrip("#").strip()
-    for number, text in enumerate(source.splitlines(), start=1):
-        name = text.strip().split(":", 1)[0]
-        if name in _FIELDS and number in line_of:
-            out[name] = line_of[number]
+    for cls in (TrainConfig, ParallelConfig):
+        line_of: dict[int, str] = {}
+        source = inspect.getsource(cls)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                line_of[tok.start[0]] = tok.string.lstrip("#").strip()
+        for number, text in enumerate(source.splitlines(), start=1):
+            name = text.strip().split(":", 1)[0]
+            if name in _FIELDS and number in line_of:
+                out[name] = line_of[number]
     return out
+
+
+def build_config(values: dict) -> TrainConfig:
+    """A TrainConfig from flat settings (flags, hyperparameters): the layout's fields go to its ParallelConfig."""
+    layout = {k: values.pop(k) for k in list(values) if k in PARALLEL_FIELDS}
+    return TrainConfig(**values, parallel=ParallelConfig(**layout))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -197,7 +213,7 @@ def parse_config(argv: list[str] | None = None, env: dict | None = None) -> Trai
         if value is not None:
             values[name] = _convert(name, value)
     ignored = [k for k in ignored if f"--{k}" not in unknown]  # SageMaker passes each hyperparameter both ways
-    return TrainConfig(**values, ignored=ignored + unknown)
+    return build_config({**values, "ignored": ignored + unknown})
 
 
 def check_collective_timeout(seconds: float) -> float:

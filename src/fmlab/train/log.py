@@ -13,9 +13,11 @@ Only rank 0 writes; the other ranks' TrainLog is silent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,6 +137,67 @@ class TrainLog:
         if self._writer:
             self._writer.close()
             self._writer = None
+
+
+class StepTimer:
+    """The run's clocks, so the training loop only marks what happened.
+
+    A window runs from one log line to the next (its logging and checkpoint time count in the next window, so
+    windows tile the run); the steady state is every step after the first (warm-up and allocation left out).
+    Waiting for data is counted apart, and evaluation is left out of both (it is not training):
+
+        timer = StepTimer()
+        with timer.data():
+            batch = next(loader)
+        ...                                   # the step
+        timer.step_done()
+        spent = timer.exclude(since=t0)       # after an evaluation that started at t0
+        steps, seconds, data_seconds = timer.take_window()   # at a log line
+        timer.steady_rate(tokens_per_step)    # tokens/s over every step after the first
+    """
+
+    def __init__(self, clock=time.perf_counter) -> None:
+        self.clock = clock
+        self.window_start, self.window_steps, self.window_data = clock(), 0, 0.0
+        self.steady_start: float | None = None
+        self.steady_steps = 0
+
+    @contextlib.contextmanager
+    def data(self):
+        """Time spent waiting for the next batch."""
+        start = self.clock()
+        try:
+            yield
+        finally:
+            self.window_data += self.clock() - start
+
+    def step_done(self) -> None:
+        self.window_steps += 1
+        if self.steady_start is None:
+            self.steady_start = self.clock()
+        else:
+            self.steady_steps += 1
+
+    def exclude(self, since: float) -> float:
+        """Leave the time from `since` to now out of the throughput; returns those seconds."""
+        spent = self.clock() - since
+        self.window_start += spent
+        if self.steady_start is not None:
+            self.steady_start += spent
+        return spent
+
+    def take_window(self) -> tuple[int, float, float]:
+        """(steps, seconds, data seconds) since the last log line, and start the next window."""
+        now = self.clock()
+        window = (self.window_steps, now - self.window_start, self.window_data)
+        self.window_start, self.window_steps, self.window_data = now, 0, 0.0
+        return window
+
+    def steady_rate(self, per_step: float) -> float:
+        """`per_step` (e.g. tokens) per second over the steps after the first; 0 when there were none."""
+        if not self.steady_steps:
+            return 0.0
+        return per_step * self.steady_steps / (self.clock() - self.steady_start)
 
 
 def read_metrics(path: str | Path, kind: str = "train") -> list[dict]:

@@ -32,18 +32,28 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fmlab.train.config import (
     TrainConfig,
     TrainConfigError,
     adopt_mpi_environment,
-    check_collective_timeout,
     parse_config,
     sagemaker_defaults,
     warmup_cosine,
 )
 
-__all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train", "main"]
+if TYPE_CHECKING:  # the run state's types; torch and the data stack are imported when a run starts
+    import torch
+
+    from fmlab.data import PackedDataset, ResumableSampler
+    from fmlab.parallel import DistInfo
+    from fmlab.plan.catalog import ModelPreset
+    from fmlab.train.checkpoint import Checkpointer
+    from fmlab.train.faults import Faults
+
+__all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train",
+           "train_step", "main"]
 
 # ---------------------------------------------------------------- the run
 
@@ -160,50 +170,65 @@ def clip_gradients(parameters, max_norm: float):
     return total
 
 
+def train_step(model, optimizer, scheduler, micro_batches, grad_clip: float = 1.0, on_gradients=None):
+    """One optimizer step: forward and backward over each micro-batch (gradients add up; DDP all-reduces only on
+    the last), clip the global gradient norm, step, zero. Returns the step's mean loss, still on the device.
+    `on_gradients(model)` runs once the gradients are complete, before clipping (fmlab.train --save-first-grads)."""
+    loss_sum = 0.0
+    for i, x in enumerate(micro_batches):
+        accumulate = i < len(micro_batches) - 1 and hasattr(model, "no_sync")
+        with model.no_sync() if accumulate else contextlib.nullcontext():
+            loss = model(input_ids=x, labels=x).loss / len(micro_batches)
+            loss.backward()
+        loss_sum = loss_sum + loss.detach()
+    if on_gradients is not None:
+        on_gradients(model)
+    if grad_clip > 0:
+        clip_gradients(model.parameters(), grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    scheduler.step()
+    return loss_sum
+
+
 @dataclass
-class _Run:
+class Run:
     """The live objects of one run on this process."""
 
     cfg: TrainConfig
-    dist: object
-    preset: object
-    ds: object
-    sampler: object
-    model: object
-    optimizer: object
-    scheduler: object
-    ckpt: object
-    start_step: int
-    val_ds: object = None  # the held-out split, when the run evaluates
-    faults: object = None  # fmlab.train.faults.Faults: the drill's fault, if any
+    dist: DistInfo
+    preset: ModelPreset
+    ds: PackedDataset
+    sampler: ResumableSampler
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    ckpt: Checkpointer | None
+    faults: Faults
+    start_step: int = 0
+    val_ds: PackedDataset | None = None  # the held-out split, when the run evaluates
 
 
-def _setup(cfg: TrainConfig) -> _Run:
+def _setup(cfg: TrainConfig) -> Run:
     """Join the world, check the layout, open the data, build and parallelize the model, resume if asked."""
     from fmlab.data import ResumableSampler
     from fmlab.models import build_model
     from fmlab.parallel import init_distributed, parallelize
     from fmlab.parallel.mesh import restart_attempt
     from fmlab.plan import catalog
-    from fmlab.train import checkpoint
     from fmlab.train.faults import Faults
 
+    cfg.check()
     preset = catalog.model(cfg.model)
-    pcfg = cfg.parallel_config()
-    check_collective_timeout(cfg.collective_timeout)
     adopt_mpi_environment()
-    dist = init_distributed(pcfg, timeout=cfg.collective_timeout)
-    pcfg.check(dist.world_size, preset)
+    dist = init_distributed(cfg.parallel, timeout=cfg.collective_timeout)
+    cfg.check(dist.world_size)
     faults = Faults.from_config(cfg, dist.rank, dist.world_size)
     if dist.rank == 0 and cfg.ignored:
         print(f"note: ignoring arguments fmlab.train does not use: {' '.join(cfg.ignored)}", flush=True)
     if dist.rank == 0 and restart_attempt():
         print(f"note: restart attempt {restart_attempt()} (TORCHELASTIC_RESTART_COUNT) on {dist.world_size} "
               f"processes", flush=True)
-    if cfg.micro_batch < 1 or cfg.grad_accum < 1 or cfg.max_steps < 1 or cfg.log_every < 1:
-        raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
-    if cfg.eval_sequences < 0 or cfg.eval_every < 0:
-        raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
     ds = open_dataset(cfg, preset.vocab)
     val_ds = open_dataset(cfg, preset.vocab, split="validation") if cfg.eval_sequences else None
     if val_ds is not None and min(cfg.eval_sequences, len(val_ds)) < dist.dp_size:
@@ -217,28 +242,35 @@ def _setup(cfg: TrainConfig) -> _Run:
     if len(sampler) < cfg.micro_batch:
         raise TrainConfigError(f"each of the {dist.dp_size} data-parallel ranks gets {len(sampler)} sequences, fewer "
                                f"than one micro-batch of {cfg.micro_batch}: lower --micro-batch or use more data")
-    model = parallelize(build_model(preset, seed=cfg.seed), pcfg, dist)
+    model = parallelize(build_model(preset, seed=cfg.seed), cfg.parallel, dist)
     optimizer, scheduler = build_optimizer(model, cfg)
+    run = Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, None, faults, val_ds=val_ds)
+    _resume(run)
+    return run
 
-    ckpt = checkpoint.Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
+
+def _resume(run: Run) -> None:
+    """Open the checkpoint folder and load the checkpoint --resume names (auto: the newest intact one)."""
+    from fmlab.train import checkpoint
+
+    cfg, rank = run.cfg, run.dist.rank
+    run.ckpt = checkpoint.Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
     resume_from = ""
     if cfg.resume not in ("auto", "none", ""):
         resume_from = cfg.resume
-    elif cfg.resume == "auto" and ckpt is not None:
+    elif cfg.resume == "auto" and run.ckpt is not None:
         intact, set_aside = checkpoint.newest_intact(cfg.checkpoint_dir)  # damaged newer ones are set aside
         resume_from = str(intact or "")
-        for note in set_aside if dist.rank == 0 else []:
+        for note in set_aside if rank == 0 else []:
             print(f"warning: {note}", file=sys.stderr, flush=True)
-        for partial in sorted(Path(cfg.checkpoint_dir).glob(f"{checkpoint.INCOMPLETE}*")) if dist.rank == 0 else []:
+        for partial in sorted(Path(cfg.checkpoint_dir).glob(f"{checkpoint.INCOMPLETE}*")) if rank == 0 else []:
             print(f"note: {partial.name} is a save that never finished ({len(list(partial.iterdir()))} files): not "
                   f"resumed from; the next save removes it", flush=True)
-    start_step = 0
     if resume_from:
-        loader = ckpt or checkpoint.Checkpointer(Path(resume_from).parent)
-        start_step = int(loader.load(resume_from, model, optimizer, scheduler, sampler)["step"])
-        if dist.rank == 0:
-            print(f"resumed from {resume_from} at step {start_step}", flush=True)
-    return _Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, ckpt, start_step, val_ds, faults)
+        loader = run.ckpt or checkpoint.Checkpointer(Path(resume_from).parent)
+        run.start_step = int(loader.load(resume_from, run.model, run.optimizer, run.scheduler, run.sampler)["step"])
+        if rank == 0:
+            print(f"resumed from {resume_from} at step {run.start_step}", flush=True)
 
 
 def train(cfg: TrainConfig) -> TrainResult:
@@ -261,88 +293,84 @@ def train(cfg: TrainConfig) -> TrainResult:
             tdist.destroy_process_group()
 
 
-def _loop(run: _Run, started: float) -> TrainResult:
-    """The training steps, logging, checkpoints and the final export."""
-    import torch.distributed as tdist
-
+def _loop(run: Run, started: float) -> TrainResult:
+    """The training steps; between them logging, evaluation and checkpoints."""
     from fmlab.plan import compute
-    from fmlab.train import checkpoint
     from fmlab.train.evaluate import heldout_loss
-    from fmlab.train.log import TrainLog, peak_tflops_of
+    from fmlab.train.log import StepTimer, TrainLog, peak_tflops_of
 
-    cfg, dist, model, optimizer, scheduler = run.cfg, run.dist, run.model, run.optimizer, run.scheduler
+    cfg, dist = run.cfg, run.dist
     flops = compute.flops_per_token(run.preset, run.ds.seq_len)
     log = TrainLog(cfg.output_dir or None, flops, dist.world_size, peak_tflops_of(dist.device, cfg.peak_tflops),
                    dist.rank, cfg.tensorboard)
-    tokens_per_step = cfg.micro_batch * run.ds.seq_len * cfg.grad_accum * dist.dp_size
+    timer, tokens_per_step = StepTimer(), cfg.micro_batch * run.ds.seq_len * cfg.grad_accum * dist.dp_size
     data = batches(run.ds, run.sampler, cfg.micro_batch, dist.device)
     last_step = cfg.stop_after if 0 < cfg.stop_after < cfg.max_steps else cfg.max_steps
-    window_start, window_steps, window_data, window_loss = time.perf_counter(), 0, 0.0, None
-    steady_start, steady_steps, saved, losses, val_losses = None, 0, "", {}, {}
-    model.train()
+    saved, losses, val_losses, window_loss = "", {}, {}, 0.0
+    run.model.train()
     for step in range(run.start_step + 1, last_step + 1):
         run.faults.before_step(step)
-        for micro in range(cfg.grad_accum):
-            t = time.perf_counter()
-            x = next(data)
-            window_data += time.perf_counter() - t
-            accumulate = micro < cfg.grad_accum - 1 and hasattr(model, "no_sync")  # DDP: all-reduce once per step
-            with model.no_sync() if accumulate else contextlib.nullcontext():
-                loss = model(input_ids=x, labels=x).loss
-                if cfg.grad_accum > 1:
-                    loss = loss / cfg.grad_accum
-                loss.backward()
-            window_loss = loss.detach() if window_loss is None else window_loss + loss.detach()
-        if step == 1 and cfg.save_first_grads:
-            save_gradients(model, cfg.save_first_grads, dist.rank)
-        if cfg.grad_clip > 0:
-            clip_gradients(model.parameters(), cfg.grad_clip)
-        lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
-        window_steps += 1
-        if steady_start is None:
-            steady_start = time.perf_counter()  # the first step (warm-up, allocation) is left out of the average
-        else:
-            steady_steps += 1
+        with timer.data():
+            micro_batches = [next(data) for _ in range(cfg.grad_accum)]
+        lr = run.optimizer.param_groups[0]["lr"]
+        window_loss = window_loss + train_step(run.model, run.optimizer, run.scheduler, micro_batches,
+                                               cfg.grad_clip, _first_gradients(cfg, dist, step))
+        timer.step_done()
         if step % cfg.log_every == 0 or step == last_step:
-            mean_loss = window_loss / window_steps
-            if dist.world_size > 1:
-                tdist.all_reduce(mean_loss)
-                mean_loss = mean_loss / dist.world_size
-            loss_value, now = mean_loss.item(), time.perf_counter()  # .item() waits for the device
-            record = log.step(step, loss_value, lr, tokens_per_step * window_steps, now - window_start, window_data,
-                              window_steps)
-            losses[step] = record["loss"]
-            # windows tile the run: logging and checkpoint time count in the next window
-            window_start, window_steps, window_data, window_loss = now, 0, 0.0, None
+            losses[step] = _log_window(log, timer, step, window_loss, lr, tokens_per_step, dist)
+            window_loss = 0.0
         if run.val_ds is not None and ((cfg.eval_every and step % cfg.eval_every == 0) or step == last_step):
-            t = time.perf_counter()
-            val_losses[step] = heldout_loss(model, run.val_ds, cfg.eval_sequences, cfg.micro_batch, dist)
-            spent = time.perf_counter() - t
-            log.validation(step, val_losses[step], spent)
-            window_start += spent  # evaluation is not training: keep it out of the throughput
-            steady_start = steady_start + spent if steady_start is not None else None
+            t0 = time.perf_counter()
+            val_losses[step] = heldout_loss(run.model, run.val_ds, cfg.eval_sequences, cfg.micro_batch, dist)
+            log.validation(step, val_losses[step], timer.exclude(since=t0))
         if run.ckpt is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-            with run.faults.saving(step):
-                saved = str(run.ckpt.save(step, model, optimizer, scheduler, run.sampler, {"model": cfg.model},
-                                          asynchronous=cfg.async_checkpoint))
-    steady_seconds = time.perf_counter() - steady_start if steady_start else 0.0
+            saved = _save(run, step)
+    tokens_per_s = timer.steady_rate(tokens_per_step)
+    return _finish(run, log, last_step, saved, losses, val_losses, tokens_per_s, flops, started)
+
+
+def _first_gradients(cfg: TrainConfig, dist: DistInfo, step: int):
+    """The on_gradients hook of step 1 when --save-first-grads asks for its gradients, else None."""
+    if step != 1 or not cfg.save_first_grads:
+        return None
+    return lambda model: save_gradients(model, cfg.save_first_grads, dist.rank)
+
+
+def _log_window(log, timer, step: int, window_loss, lr: float, tokens_per_step: int, dist: DistInfo) -> float:
+    """Log the steps since the last log line: their mean loss over every rank and their throughput."""
+    import torch.distributed as tdist
+
+    mean_loss = window_loss / timer.window_steps
+    if dist.world_size > 1:
+        tdist.all_reduce(mean_loss)
+        mean_loss = mean_loss / dist.world_size
+    loss = mean_loss.item()  # waits for the device, so the window's clock stops after the work
+    steps, seconds, data_seconds = timer.take_window()
+    return log.step(step, loss, lr, tokens_per_step * steps, seconds, data_seconds, steps)["loss"]
+
+
+def _save(run: Run, step: int) -> str:
+    with run.faults.saving(step):
+        return str(run.ckpt.save(step, run.model, run.optimizer, run.scheduler, run.sampler,
+                                 {"model": run.cfg.model}, asynchronous=run.cfg.async_checkpoint))
+
+
+def _finish(run: Run, log, last_step: int, saved: str, losses: dict, val_losses: dict, tokens_per_s: float,
+            flops: float, started: float) -> TrainResult:
+    """The final checkpoint and export, and what the run did (rank 0 also writes summary.json)."""
+    from fmlab.train import checkpoint
+
+    cfg, dist = run.cfg, run.dist
     interrupted = last_step < cfg.max_steps
     if not interrupted and run.ckpt is not None and last_step > run.start_step:
-        with run.faults.saving(last_step):
-            saved = str(run.ckpt.save(last_step, model, optimizer, scheduler, run.sampler, {"model": cfg.model},
-                                      asynchronous=cfg.async_checkpoint))
+        saved = _save(run, last_step)
     if run.ckpt is not None:
         run.ckpt.finish()  # commit an asynchronous save still in flight (every rank; a no-op otherwise)
     run.faults.disarm()  # a kill-save hook that never fired leaves torch as it found it
     exported = ""
     if not interrupted and cfg.model_dir:
-        exported = str(checkpoint.export_hf(model, cfg.model_dir) or cfg.model_dir)
+        exported = str(checkpoint.export_hf(run.model, cfg.model_dir) or cfg.model_dir)
     log.close()
-
-    tokens_per_s = tokens_per_step * steady_steps / steady_seconds if steady_steps else 0.0
     tflops = flops * tokens_per_s / dist.world_size / 1e12
     result = TrainResult(steps=last_step, start_step=run.start_step, losses=losses, records=log.records,
                          tokens_per_s=tokens_per_s, tflops_per_device=tflops,

@@ -16,6 +16,7 @@ from fmlab.course.slides import read_deck
 from fmlab.parallel.scaling import hybrid_traffic
 from fmlab.plan import catalog, compute
 from fmlab.plan.layout import make_plan
+from fmlab.plan.parallelism import ParallelConfig
 
 DECK_PATH = Path(__file__).resolve().parents[2] / "slides" / "07_gpt30b_sharded_training.md"
 MODEL, INSTANCE, COUNT, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
@@ -47,7 +48,7 @@ def test_model_size_and_why_it_needs_sharding(deck):
     assert f"**{params / 1e9:.2f}B parameters**" in deck  # 29.97B
     assert f"**~{16 * params / 1e9:.0f} GB per GPU**" in deck  # DDP: 16 bytes per parameter
     assert f"An A100 in a p4d.24xlarge has **{catalog.instance(INSTANCE).device_memory_gb:.0f} GB**" in deck
-    group = plan(sharding="hybrid:64")
+    group = plan(sharding="hybrid", hybrid_shard_degree=64)
     states = sum(group.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
     assert f"Sharded over a group of 64 GPUs, the states are {states:.1f} GB per GPU" in deck
 
@@ -56,8 +57,8 @@ def test_the_chosen_layout_and_its_alternatives(deck):
     from fmlab.plan.layout import candidates, choose
 
     rule = choose(candidates(MODEL, TOKENS, INSTANCE, COUNT, attention="flash", mfu=MFU))
-    assert (rule["sharding"], rule["tp"], rule["recompute"]) == ("hybrid:64", 1, "none")
-    chosen = plan(sharding="hybrid:64")
+    assert (rule["sharding"], rule["shard degree"], rule["tp"], rule["recompute"]) == ("hybrid", 64, 1, "none")
+    chosen = plan(sharding="hybrid", hybrid_shard_degree=64)
     assert chosen.fits and chosen.layout["shard_degree"] == 64 and "`hybrid_shard_degree=64`" in deck
     assert f"**{chosen.memory_gb_per_device:.1f} GB per GPU** of the {chosen.usable_memory_gb:.0f} GB usable" in deck
     full = plan(sharding="full")
@@ -65,7 +66,7 @@ def test_the_chosen_layout_and_its_alternatives(deck):
                       attention="eager")
     assert f"({full.memory_gb_per_device:.1f} GB; {eager.memory_gb_per_device:.1f} GB if attention stored its scores)" in deck
     assert full.fits and not eager.fits
-    hybrid8 = plan(sharding="hybrid:8")
+    hybrid8 = plan(sharding="hybrid", hybrid_shard_degree=8)
     states8 = sum(hybrid8.memory_breakdown_gb[k] for k in ("weights", "gradients", "optimizer"))
     assert not hybrid8.fits and states8 > hybrid8.usable_memory_gb  # the states alone do not fit
     assert f"{states8:.0f} GB of states alone, {hybrid8.memory_gb_per_device:.0f} GB with activations" in deck
@@ -75,9 +76,10 @@ def test_the_chosen_layout_and_its_alternatives(deck):
     for tp in (2, 4, 8):
         assert plan(sharding="full", tp=tp).fits  # "Tensor parallelism fits too"
     for d in (16, 32):  # "do not fit on their own either"
-        assert not plan(sharding=f"hybrid:{d}").fits and plan(sharding=f"hybrid:{d}", recompute="full").fits
-    p4de = make_plan(MODEL, TOKENS, "ml.p4de.24xlarge", COUNT, micro_batch=1, attention="flash", sharding="hybrid:8",
-                     recompute="full", suggest=False)
+        assert not plan(sharding="hybrid", hybrid_shard_degree=d).fits
+        assert plan(sharding="hybrid", hybrid_shard_degree=d, recompute="full").fits
+    p4de = make_plan(MODEL, TOKENS, "ml.p4de.24xlarge", COUNT, micro_batch=1, attention="flash", sharding="hybrid",
+                     hybrid_shard_degree=8, recompute="full", suggest=False)
     assert p4de.fits  # the note on 80 GB GPUs
 
 
@@ -136,7 +138,7 @@ def test_the_chain_slide_quotes_the_chain_and_its_cost(deck):
     from fmlab.jobs.guards import worst_case_chain_cost, worst_case_cost
 
     run = compute.estimate_run(MODEL, TOKENS, INSTANCE, COUNT, MFU)
-    chain = sharded.job_chain(sharded.ShardedRun(hybrid_shard_degree=64), run.days, "s3://b/d", "s3://b/c")
+    chain = sharded.job_chain(sharded.ShardedRun(parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)), run.days, "s3://b/d", "s3://b/c")
     cost = worst_case_chain_cost(chain)
     one = worst_case_cost(chain[0].with_(max_run_seconds=30 * 86400))
     text = " ".join(deck.split())

@@ -8,6 +8,7 @@ import pytest
 from fmlab.jobs.request import capture_request
 from fmlab.jobs.sharded import EFA_ENVIRONMENT, ShardedRun, environment
 from fmlab.plan import catalog, compute, layout
+from fmlab.plan.parallelism import ParallelConfig
 from fmlab.sandbox.validate import problems_in
 
 ROLE = "arn:aws:iam::111122223333:role/fmlab-course"
@@ -37,21 +38,22 @@ def test_flash_attention_drops_the_stored_scores():
 
 def test_the_chosen_layout_shards_over_the_smallest_group_without_recomputation():
     rows = layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16)
-    hybrid8 = [r for r in rows if r["sharding"] == "hybrid:8" and r["tp"] == 1]
+    hybrid8 = [r for r in rows if r["sharding"] == "hybrid" and r["shard degree"] == 8 and r["tp"] == 1]
     assert hybrid8 and not any(r["fits"] for r in hybrid8)  # 16 B x 30B / 8 = 60 GB of states alone
     no_recompute = [r for r in rows if r["recompute"] == "none" and r["tp"] == 1 and r["fits"]]
     assert sorted(r["shard degree"] for r in no_recompute) == [64, 128]  # only groups of 64 or all 128 GPUs
     choice = layout.choose(rows)
-    assert (choice["sharding"], choice["tp"], choice["recompute"]) == ("hybrid:64", 1, "none")
+    assert (choice["sharding"], choice["shard degree"], choice["tp"], choice["recompute"]) == ("hybrid", 64, 1, "none")
+    assert choice["parallel"] == ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)  # what the job takes
     assert choice["states GB"] == pytest.approx(16 * compute.param_count(catalog.model("gpt-30b")) / 64 / 1e9)
     with pytest.raises(compute.PlanError, match="no candidate layout fits"):
-        layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 1, shardings=("hybrid:8",),
+        layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 1, hybrid_degrees=(8,),
                                         tps=(1,), recomputes=("none",)))
 
 
 @pytest.fixture(scope="module")
 def request_30b():
-    run = ShardedRun(hybrid_shard_degree=64, activation_checkpointing="none", max_steps=5000)
+    run = ShardedRun(parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=64), max_steps=5000)
     spec = run.job_spec("s3://course-bucket/data/gpt2", "s3://course-bucket/checkpoints/gpt30b", role=ROLE,
                         region="us-west-2")
     return run, capture_request(spec).request

@@ -11,7 +11,10 @@ from fmlab.jobs import sharded
 from fmlab.jobs.guards import worst_case_chain_cost, worst_case_cost
 from fmlab.jobs.request import capture_request
 from fmlab.plan import compute
+from fmlab.plan.parallelism import ParallelConfig
 from fmlab.sandbox.validate import problems_in
+
+HYBRID_64 = ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)
 
 ROLE = "arn:aws:iam::111122223333:role/SageMakerExecution"
 DATA, CKPT = "s3://bucket/fmlab/data/gpt2-tokens", "s3://bucket/fmlab/checkpoints/gpt30b"
@@ -24,7 +27,7 @@ def plan():
 
 @pytest.fixture(scope="module")
 def chain(plan):
-    return sharded.job_chain(sharded.ShardedRun(hybrid_shard_degree=64), plan.days, DATA, CKPT, role=ROLE,
+    return sharded.job_chain(sharded.ShardedRun(parallel=HYBRID_64), plan.days, DATA, CKPT, role=ROLE,
                              region="us-west-2")
 
 
@@ -63,7 +66,7 @@ def test_the_chain_costs_at_least_the_plan(plan, chain):
 
 
 def test_a_short_run_is_one_job_and_bad_input_is_named():
-    run = sharded.ShardedRun(hybrid_shard_degree=64)
+    run = sharded.ShardedRun(parallel=HYBRID_64)
     (one,) = sharded.job_chain(run, 10, DATA, CKPT)
     assert one.name == "gpt30b" and one.max_run_seconds == 12 * 86400
     with pytest.raises(ValueError, match="planned_days"):
@@ -77,7 +80,7 @@ def test_a_short_run_is_one_job_and_bad_input_is_named():
 
 
 def test_the_volume_line_says_what_a_p4d_has():
-    storage = sharded.ShardedRun(hybrid_shard_degree=64).storage()
+    storage = sharded.ShardedRun(parallel=HYBRID_64).storage()
     assert storage["instance storage GB"] == 8000 and storage["fits"]
     assert "NVMe" in storage["what the instance has"] and "does not use VolumeSizeInGB" in storage["what the instance has"]
     doc = botocore.session.get_session().get_service_model("sagemaker").shape_for(

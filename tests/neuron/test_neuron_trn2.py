@@ -15,6 +15,7 @@ import pytest
 from fmlab.jobs.images import image_uri, torchneuron_image_uri, torchneuron_requirements
 from fmlab.jobs.request import capture_request
 from fmlab.neuron.native import COURSE_TORCH, LLAMA2_70B_TRN2, NeuronLayoutError, trn2_job_spec, trn2_problems
+from fmlab.plan.parallelism import ParallelConfig
 from fmlab.sandbox.validate import problems_in
 
 IMAGE = torchneuron_image_uri("111122223333", "us-east-2")
@@ -30,7 +31,7 @@ def test_settings_are_consistent():
     s = LLAMA2_70B_TRN2
     s.check()
     assert s.processes_per_host == 64 and s.world_size == 256  # 16 Trainium2 chips x 4 logical cores, x 4 instances
-    assert (s.tp, s.data_parallel, s.grad_accum) == (4, 64, 8)  # 512 = 64 replicas x micro-batch 1 x 8 passes
+    assert (s.parallel.tp, s.data_parallel, s.grad_accum) == (4, 64, 8)  # 512 = 64 replicas x micro-batch 1 x 8 passes
     assert s.tokens_per_step == 512 * 4096  # the same step as the trn1 NxD example
     assert s.torch_version == COURSE_TORCH == "2.13.0"
     assert torchneuron_requirements() == ("torch==2.13.0", "torch-neuronx==2.13.3.0.*", "neuronx-cc==2.*", "nki")
@@ -75,7 +76,8 @@ def test_what_does_not_fit_is_named(changes, says):
 
 @pytest.mark.parametrize("change,message", [
     ({"instance_type": "ml.trn1.32xlarge"}, "TorchNeuron runs on Trainium2 and Trainium3 only"),
-    ({"tp": 3}, "tp=3 must divide the 64"),
+    ({"parallel": ParallelConfig(sharding="full", tp=3)}, "tp=3 must divide the 64"),
+    ({"parallel": ParallelConfig(sharding="full", pp=2)}, "pipeline stages are planned"),
     ({"global_batch": 100}, "does not split"),
     ({"torch_version": "2.14.0"}, "is not the course's PyTorch"),
     ({"torch_version": "2.9.0"}, "published for PyTorch 2.13.0, 2.14.0 only"),

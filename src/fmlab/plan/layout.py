@@ -283,7 +283,8 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
                hybrid_degrees=(0, 8, 16, 32, 64), tps=(1, 2, 4, 8), recomputes=RECOMPUTE_CHOICES,
                micro_batch: int = 1, attention: str = "flash", mfu: float = 0.4) -> list[dict]:
     """Every buildable layout of the given choices as a table row: memory per device by part, whether it
-    fits, and what it costs in extra compute (recomputation) and communication (TP, shard degree).
+    fits, and what it costs in extra compute (recomputation) and communication (TP, shard degree); "parallel"
+    holds the row's ParallelConfig, ready for a job (ShardedRun(parallel=...)).
     `hybrid_degrees`: shard group sizes, 0 for full sharding (one group of every data-parallel rank).
     Layouts the cluster cannot form (a degree that does not divide it) are left out."""
     m = catalog.model(model) if isinstance(model, str) else model
@@ -304,7 +305,8 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
                                                                          if k.startswith("activations")),
                              "GB per device": p.memory_gb_per_device, "usable GB": p.usable_memory_gb,
                              "fits": p.fits, "extra compute": compute.recompute_overhead(m, recompute),
-                             "global batch tokens": global_batch_tokens(p.devices, tp, 1, micro_batch, p.seq_len)})
+                             "global batch tokens": global_batch_tokens(p.devices, tp, 1, micro_batch, p.seq_len),
+                             "parallel": p.parallel})
     return rows
 
 

@@ -83,9 +83,9 @@ class ParallelConfig:
         return cls(**values)
 
     def hyperparameters(self) -> dict:
-        """fmlab.train's layout flags (SageMaker hyperparameters) for this layout: the fields not at their default."""
-        default = ParallelConfig()
-        return {name: getattr(self, name) for name in FIELDS if getattr(self, name) != getattr(default, name)}
+        """fmlab.train's layout flags (SageMaker hyperparameters) for this layout: every field, so a job's request
+        states its whole layout."""
+        return {name: getattr(self, name) for name in FIELDS}
 
     @property
     def recompute(self) -> str:

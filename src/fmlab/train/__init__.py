@@ -5,9 +5,11 @@
     from fmlab.train import TrainConfig, train                               # the same, from Python
 
 Files, in the order data flows through a run:
-- config.py             TrainConfig: flags, SageMaker's extra arguments and SM_* defaults, the LR schedule
-- loop.py               train(): data -> model -> parallelize -> steps -> checkpoints; main() parses the flags
-- log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL)
+- config.py             TrainConfig (with the run's ParallelConfig): flags, SageMaker's extra arguments and SM_*
+                        defaults, its check(), the LR schedule
+- loop.py               train(): data -> model -> parallelize -> train_step() x N -> checkpoints; main() parses flags
+- log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL) and
+                        StepTimer, the clocks behind its throughput
 - checkpoint.py         sharded DCP checkpoints: atomic commit, keep-last-N, resume, damage set aside, async saves
 - checkpoint_folder.py  which checkpoints a folder holds: names, the COMPLETE marker, verification, the newest
 - checkpoint_format.py  what a checkpoint file holds (RNG state, JSON, the safe DCP reader) and its checks
@@ -25,7 +27,7 @@ import importlib
 
 _EXPORTS = {"TrainConfig": "config", "TrainConfigError": "config", "parse_config": "config",
             "sagemaker_defaults": "config", "warmup_cosine": "config",
-            "TrainResult": "loop", "train": "loop", "main": "loop", "build_optimizer": "loop", "exit_process": "loop",
+            "TrainResult": "loop", "train": "loop", "train_step": "loop", "main": "loop", "build_optimizer": "loop", "exit_process": "loop",
             "torchrun_train": "local"}
 
 __all__ = sorted(_EXPORTS)

@@ -138,7 +138,7 @@ def test_jobspec_problems_name_their_field(tmp_path):
     assert JobSpec("demo").problems("local") == []  # the sandbox needs no role
     tp = JobSpec("tp", instance_type="ml.p4d.24xlarge", distribution="smp", smp={"tensor_parallel_degree": 3})
     assert [p.field for p in tp.problems()] == ["smp.tensor_parallel_degree"]
-    assert "does not divide the job's 8 GPUs" in str(tp.problems()[0])
+    assert "tp=3 does not divide the 8 devices" in str(tp.problems()[0])
     shard = JobSpec("hsdp", instance_type="ml.p4d.24xlarge", instance_count=2, distribution="smp",
                     smp={"tensor_parallel_degree": 2, "hybrid_shard_degree": 3})
     assert {p.field for p in shard.problems()} == {"smp.hybrid_shard_degree"}

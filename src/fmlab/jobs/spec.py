@@ -192,8 +192,7 @@ class JobSpec:
             out.append(Problem("smp", f"unknown SMP v2 settings {unknown}; the SDK's SMP accepts: "
                                f"{', '.join(smp_fields())}"))
         devices = self.world_size()
-        tp = self.smp.get("tensor_parallel_degree") or 1
-        shard = self.smp.get("hybrid_shard_degree") or 0
+        layout_ok = True
         for key in ("tensor_parallel_degree", "hybrid_shard_degree", "context_parallel_degree",
                     "expert_parallel_degree"):
             value = self.smp.get(key)
@@ -201,13 +200,21 @@ class JobSpec:
                 continue
             if not isinstance(value, int) or value < (0 if key == "hybrid_shard_degree" else 1):
                 out.append(Problem(f"smp.{key}", f"{value!r} must be a positive whole number"))
-            elif value and devices % value:
+                layout_ok = False
+            elif key in ("context_parallel_degree", "expert_parallel_degree") and devices % value:
                 out.append(Problem(f"smp.{key}", f"{value} does not divide the job's {devices} GPUs "
                                    f"({self.instance_count} x {self.processes()} processes)"))
-        if isinstance(tp, int) and isinstance(shard, int) and tp > 0 and shard and not devices % tp \
-                and (devices // tp) % shard:
-            out.append(Problem("smp.hybrid_shard_degree", f"{shard} does not divide the {devices // tp} data-parallel "
-                               f"ranks left after tensor parallelism of degree {tp}"))
+        if layout_ok:  # the one check of the layout (fmlab.plan.parallelism), the planner's and the engine's
+            from fmlab.parallel.smp import SMP_KEYS, from_mp_parameters
+            from fmlab.plan.compute import PlanError
+
+            try:
+                from_mp_parameters({k: v for k, v in self.smp.items() if k in SMP_KEYS}).check(
+                    devices, catalog.MODELS.get(str(self.hyperparameters.get("model", ""))))
+            except PlanError as e:
+                key = "hybrid_shard_degree" if "hybrid_shard_degree" in str(e) else "tensor_parallel_degree"
+                out.append(Problem(f"smp.{key}", f"{e} (SMP's {key}, on {self.instance_count} x "
+                                   f"{self.processes()} processes)"))
         return out
 
     def validate(self, backend: str = "local") -> JobSpec:

@@ -17,6 +17,7 @@ Nothing here imports torch (the planner is pure arithmetic); fmlab.parallel re-e
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, fields
 
@@ -123,10 +124,11 @@ class ParallelConfig:
         _choice("backend", self.backend, BACKENDS)
         for name in ("tp", "pp", "hybrid_shard_degree", "offload_horizon"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise PlanError(f"{name} must be a whole number, got {value!r}")
-        if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+        if isinstance(world, bool) or not isinstance(world, numbers.Integral) or world < 1:
             raise PlanError(f"the world must be a whole number of devices of at least 1, got {world!r}")
+        world = int(world)
         for name in ("tp", "pp"):
             if getattr(self, name) < 1:
                 raise PlanError(f"{name} must be a whole number of at least 1, got {getattr(self, name)}")

@@ -27,7 +27,8 @@ import importlib
 
 _EXPORTS = {"TrainConfig": "config", "TrainConfigError": "config", "parse_config": "config",
             "sagemaker_defaults": "config", "warmup_cosine": "config",
-            "TrainResult": "loop", "train": "loop", "train_step": "loop", "main": "loop", "build_optimizer": "loop", "exit_process": "loop",
+            "TrainResult": "loop", "train": "loop", "train_step": "loop", "main": "loop", "build_optimizer": "loop",
+            "exit_process": "loop",
             "torchrun_train": "local"}
 
 __all__ = sorted(_EXPORTS)

@@ -94,8 +94,8 @@ class TrainConfig:
         if self.eval_sequences < 0 or self.eval_every < 0:
             raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
         check_collective_timeout(self.collective_timeout)
-        preset = catalog.model(self.model)
-        self.parallel.check(world or self.parallel.tp * self.parallel.pp, preset if world else None)
+        if world is not None:
+            self.parallel.check(world, catalog.model(self.model))
         self.parallel.check_trainable()
         return self
 

@@ -1,4 +1,4 @@
-"""Decks 01-10: each opens with learning objectives, shows at least one figure drawn by the package, and keeps
+"""Decks 01-11: each opens with learning objectives, shows at least one figure drawn by the package, and keeps
 maintainer notes (test files, library versions) out of its speaker notes; the new figures show what the package
 computes.
 
@@ -30,8 +30,8 @@ MAINTAINER = re.compile(
     r"boto3|botocore|neuronx[-\w]*|reveal\.js|katex|accelerate|datasets|python)\s+v?\d+\.\d+", re.IGNORECASE)
 
 
-def test_decks_01_to_10_are_all_here():
-    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
+def test_decks_01_to_11_are_all_here():
+    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
 
 
 @pytest.mark.parametrize("path", DECKS, ids=lambda p: p.name[:2])

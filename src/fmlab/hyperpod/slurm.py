@@ -178,9 +178,15 @@ def wait_for(job_id: int, states: tuple[str, ...], timeout: float, poll: float =
     return info
 
 
+# slurmd revokes the finished run's job credential, by the second; a new start in that same second is killed
+# ("Killing non-startable batch JobId=N: Job credential revoked", slurmctld.log), so the release waits past it.
+CREDENTIAL_GRACE_SECONDS = 2.0
+
+
 def requeue_now(job_id: int) -> None:
-    """Back to the queue, and eligible at once rather than after Slurm's ~120 s of Reason=BeginTime."""
+    """Back to the queue, and eligible almost at once rather than after Slurm's ~120 s of Reason=BeginTime."""
     _command(["scontrol", "requeue", str(job_id)])
+    time.sleep(CREDENTIAL_GRACE_SECONDS)
     _command(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
 
 
@@ -196,6 +202,7 @@ class SlurmRun:
     final: dict[str, str]  # the last `scontrol show job`
     output: str  # the job's output file: every start, appended
     seconds: float
+    squeue: list[str] = field(default_factory=list)  # `squeue` each time the job was seen RUNNING anew
 
     @property
     def restarts(self) -> int:
@@ -225,6 +232,7 @@ def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: f
     start = time.monotonic()
     job_id = submit(script, spec.work_dir)
     states: list[str] = []
+    seen_running: list[str] = []
     try:
         while True:
             remaining = timeout - (time.monotonic() - start)
@@ -234,6 +242,8 @@ def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: f
             state = info.get("JobState", "?")
             if not states or states[-1] != state:
                 states.append(state)
+                if state == "RUNNING":
+                    seen_running.append(queue_text())
             if state in FINISHED:
                 if state == "FAILED" and int(info.get("Restarts", "0")) < max_requeues:
                     requeue_now(job_id)
@@ -244,7 +254,7 @@ def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: f
         cancel(job_id)
         raise
     output = spec.output_file.read_text() if spec.output_file.exists() else ""
-    return SlurmRun(job_id, script, states, info, output, time.monotonic() - start)
+    return SlurmRun(job_id, script, states, info, output, time.monotonic() - start, seen_running)
 
 
 def queue_text() -> str:

@@ -97,3 +97,9 @@ def compare(state_gb: float, nodes: int, mtbf_hours: float, step_seconds: float,
             assumptions: Assumptions = Assumptions()) -> list[Result]:
     """Every option for one run, evaluated under the same failure rate."""
     return [evaluate(o, mtbf_hours) for o in options(state_gb, nodes, step_seconds, assumptions)]
+
+
+def sweep(state_gb: float, node_counts: list[int], step_seconds: float,
+          assumptions: Assumptions = Assumptions()) -> dict[int, list[Result]]:
+    """`compare` at each node count, each with the job MTBF of that many nodes (Llama 3's rate per node)."""
+    return {n: compare(state_gb, n, reliability.job_mtbf_hours(n), step_seconds, assumptions) for n in node_counts}

@@ -48,6 +48,8 @@ def test_no_slurm_on_the_path_is_a_reason_not_an_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     status = slurm.cluster_status()
     assert not status.available and "sinfo not found" in status.reason
+    status = slurm.ensure_cluster()  # not even bash to run the set-up with
+    assert not status.available and "sinfo not found" in status.reason and "could not run" in status.reason
 
 
 def test_every_hyperpod_feature_has_its_aws_source_and_date():

@@ -82,6 +82,8 @@ def ensure_cluster(install: bool = False, timeout: float = 120) -> ClusterStatus
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return ClusterStatus(False, f"{SETUP_SCRIPT.name} did not finish in {timeout:.0f} s")
+    except OSError as e:  # no bash on the PATH
+        return ClusterStatus(False, f"{status.reason}; {SETUP_SCRIPT.name} could not run ({e})")
     status = cluster_status()
     if not status.available:
         said = done.stdout.strip().splitlines()

@@ -16,7 +16,6 @@ Every wait is bounded; a job that overruns is cancelled (`scancel`) so no job is
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -167,19 +166,6 @@ def job_info(job_id: int) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S*)", text))
 
 
-def wait_for(job_id: int, states: tuple[str, ...], timeout: float, poll: float = 0.5) -> dict[str, str]:
-    """Poll until the job's state is one of `states`; SlurmError after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    info = job_info(job_id)
-    while info.get("JobState") not in states:
-        if time.monotonic() > deadline:
-            raise SlurmError(f"job {job_id} is {info.get('JobState')} ({info.get('Reason')}) after {timeout:.0f} s, "
-                             f"not {' or '.join(states)}")
-        time.sleep(poll)
-        info = job_info(job_id)
-    return info
-
-
 # slurmd revokes the finished run's job credential, by the second; a new start in that same second is killed
 # ("Killing non-startable batch JobId=N: Job credential revoked", slurmctld.log), so the release waits past it.
 CREDENTIAL_GRACE_SECONDS = 2.0
@@ -272,7 +258,3 @@ def job_text(job_id: int) -> str:
 
 def slurm_version() -> str:
     return _command(["sinfo", "--version"]).strip() if shutil.which("sinfo") else ""
-
-
-def is_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0

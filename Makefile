@@ -4,6 +4,7 @@
 #   make test-fast  lint and the tests that execute no notebook, run no browser and start no process group
 #   make lab        open JupyterLab on the course
 #   make slides     build the slide decks to reveal.js HTML under build/slides/
+#   make slurm      install (root with apt) and start a one-node Slurm for module 11; says why not where it cannot
 #   make lock       re-resolve requirements/lock.txt from pyproject.toml's ranges (maintainers; then make course test)
 
 # PYTHON= names the interpreter of the venv; without it requirements/install.sh takes the newest of python3.13,
@@ -17,7 +18,7 @@ LOCK   := requirements/lock.txt
 # (make setup TORCH_INDEX=https://download.pytorch.org/whl/cu130), or TORCH_INDEX= for PyPI's default build.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup course test test-fast lint lab slides lock clean
+.PHONY: setup slurm course test test-fast lint lab slides lock clean
 
 setup: $(STAMP)
 
@@ -28,7 +29,11 @@ $(STAMP): pyproject.toml $(LOCK) requirements/install.sh
 	PYTHON="$(PYTHON)" TORCH_INDEX="$(TORCH_INDEX)" bash requirements/install.sh $(VENV)
 	touch $(STAMP)
 
-course: $(STAMP)
+# Module 11's Slurm (requirements/slurm.sh): never fails; where it cannot run, module 11 runs everything else.
+slurm:
+	bash requirements/slurm.sh
+
+course: $(STAMP) slurm
 	$(BIN)/python -m fmlab course
 
 lint: $(STAMP)
@@ -36,7 +41,7 @@ lint: $(STAMP)
 
 # Two workers, a test file each at a time (the files share nothing but the machine); TEST_ARGS= runs it serially.
 TEST_ARGS ?= -n 2 --dist loadfile --durations=15
-test: $(STAMP) lint
+test: $(STAMP) lint slurm
 	$(BIN)/python -m pytest $(TEST_ARGS)
 
 # For a change to one module: everything but the notebook runs, the browser and the multi-process tests.

@@ -1,13 +1,14 @@
 """Every SageMaker training job the course builds, by name, and the CreateTrainingJob request each would send.
 
-    fmlab job request --list            # sweep, ddp, smddp, fsdp, fsdp-tp, smp, retry, gpt30b, trn1, trn2
+    fmlab job request --list            # sweep, ddp, smddp, fsdp, fsdp-tp, smp, retry, gpt30b, trn1, trn2, gpt30b-p5
     fmlab job request gpt30b            # its captured request as JSON: `| fmlab preflight -` checks it
 
 Each job is built by the package's own builders, with the settings its notebook uses: the module 3 sweep job
 (fmlab.jobs.sweep on notebook 03's base), module 4's DDP (torchrun, NCCL over EFA) and SMDDP (mpirun with
 fmlab.parallel.smddp.mpi_launch, the smddp backend, on the frozen SMDDP image), module 5's FSDP and SMP v2 jobs
 and module 6's FSDP + TP, module 8's retried job, module 7's 30B run (fmlab.jobs.sharded.ShardedRun), and module
-9's trn1 (fmlab.neuron.job) and trn2 (fmlab.neuron.native) jobs. The request is captured by
+9's trn1 (fmlab.neuron.job) and trn2 (fmlab.neuron.native) jobs, and module 11's 30B run on p5 on a training plan
+(fmlab.jobs.capacity). The request is captured by
 fmlab.jobs.request.capture_request (moto, nothing reaches AWS), with placeholder role, bucket and account that you
 replace with yours. tests/service/test_preflight.py asserts that every one passes `fmlab preflight`.
 
@@ -122,11 +123,22 @@ def trn2_job() -> JobSpec:
                          checkpoint_uri=f"{BUCKET}/checkpoints/llama2-70b-trn2", role=ROLE, region="us-east-2")
 
 
+def gpt30b_p5_job() -> JobSpec:
+    """Module 11: the 30B run on today's stack (16 x p5, FSDP2 hybrid sharding over 16 GPUs, the PyTorch DLC) on a
+    SageMaker training plan's reserved capacity (a placeholder plan ARN: yours comes from CreateTrainingPlan)."""
+    from fmlab.jobs.capacity import current_stack_spec
+    from fmlab.plan.layout import make_plan
+
+    days = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, sharding="hybrid", hybrid_shard_degree=16).days
+    plan = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/fmlab-gpt30b"
+    return current_stack_spec(plan, DATA, f"{BUCKET}/checkpoints/gpt30b-p5", run_days=days, role=ROLE, region=REGION)
+
+
 COURSE_JOBS: dict[str, tuple[str, Callable[[], JobSpec]]] = {
     "sweep": ("module 3", sweep_job), "ddp": ("module 4", ddp_job), "smddp": ("module 4", smddp_job),
     "fsdp": ("module 5", fsdp_job), "smp": ("module 5", smp_job), "fsdp-tp": ("module 6", fsdp_tp_job),
     "gpt30b": ("module 7", gpt30b_job), "retry": ("module 8", retry_job), "trn1": ("module 9", trn1_job),
-    "trn2": ("module 9", trn2_job),
+    "trn2": ("module 9", trn2_job), "gpt30b-p5": ("module 11", gpt30b_p5_job),
 }
 
 

@@ -242,7 +242,7 @@ def test_an_unknown_figure_fails_the_build_and_names_the_known_ones(tmp_path, ca
     with pytest.raises(DeckError, match=r"09_bad.md: slide 2.2: unknown figure 'gpt30b_memroy': known figures are "
                                         r"checkpoint_interval, data_parallel_traffic, data_volume, eval_curve, "
                                         r"gpt30b_ladder, gpt30b_memory, hybrid_traffic, job_mtbf, layout_memory, "
-                                        r"lr_sweep, pipeline_schedule, serving_latency"):
+                                        r"lr_sweep, pipeline_schedule, recovery_goodput, serving_latency"):
         parse_deck(text, "09_bad.md")
     with pytest.raises(DeckError, match="unknown figure 'nope'"):
         render_markdown("![x](figure:nope)", {})
@@ -260,7 +260,8 @@ def test_an_unknown_figure_fails_the_build_and_names_the_known_ones(tmp_path, ca
 def test_every_registered_figure_draws_a_deterministic_svg(tmp_path):
     assert set(figures.FIGURES) >= {"gpt30b_memory", "gpt30b_ladder", "hybrid_traffic", "job_mtbf",
                                     "checkpoint_interval", "layout_memory", "data_volume", "lr_sweep",
-                                    "data_parallel_traffic", "pipeline_schedule", "eval_curve", "serving_latency"}
+                                    "data_parallel_traffic", "pipeline_schedule", "eval_curve", "serving_latency",
+                                    "recovery_goodput"}
     for name, draw in figures.FIGURES.items():
         assert draw.__doc__ and len(draw.__doc__.strip()) > 40, f"figure {name} needs a docstring"
         path = figures.render_svg(name, tmp_path / f"{name}.svg")
@@ -270,7 +271,7 @@ def test_every_registered_figure_draws_a_deterministic_svg(tmp_path):
     with pytest.raises(figures.UnknownFigure, match="known figures: checkpoint_interval, data_parallel_traffic, "
                                                      "data_volume, eval_curve, gpt30b_ladder, gpt30b_memory, "
                                                      "hybrid_traffic, job_mtbf, layout_memory, lr_sweep, "
-                                                     "pipeline_schedule, serving_latency"):
+                                                     "pipeline_schedule, recovery_goodput, serving_latency"):
         figures.figure("nope")
 
 

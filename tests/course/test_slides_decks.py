@@ -1,4 +1,4 @@
-"""Decks 01-10: each opens with learning objectives, shows at least one figure drawn by the package, and keeps
+"""Decks 01-11: each opens with learning objectives, shows at least one figure drawn by the package, and keeps
 maintainer notes (test files, library versions) out of its speaker notes; the new figures show what the package
 computes.
 
@@ -17,7 +17,7 @@ from fmlab.course.slides import read_deck
 from fmlab.parallel import traffic
 from fmlab.parallel.scaling import bubble_fraction, gpipe_schedule
 from fmlab.plan import catalog, compute
-from fmlab.plan.layout import make_plan
+from fmlab.plan.layout import checkpoint_gb, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 DECKS = sorted(p for p in (ROOT / "slides").glob("[0-9][0-9]_*.md"))
@@ -30,8 +30,8 @@ MAINTAINER = re.compile(
     r"boto3|botocore|neuronx[-\w]*|reveal\.js|katex|accelerate|datasets|python)\s+v?\d+\.\d+", re.IGNORECASE)
 
 
-def test_decks_01_to_10_are_all_here():
-    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
+def test_decks_01_to_11_are_all_here():
+    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
 
 
 @pytest.mark.parametrize("path", DECKS, ids=lambda p: p.name[:2])
@@ -145,3 +145,14 @@ def test_lr_sweep_trains_the_notebook_03_sweep():
     assert len(drawn) == len(losses)
     for line, curve in zip(drawn, losses.values(), strict=True):
         assert [float(y) for y in line.get_ydata()] == pytest.approx(list(curve.values()))
+
+
+def test_the_recovery_figure_draws_the_planners_goodput():
+    from fmlab.plan import recovery
+
+    fig = figures.recovery_goodput()
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    state_gb = checkpoint_gb(compute.param_count(catalog.model("gpt-30b")))["training"]
+    sweep = recovery.sweep(state_gb, list(figures.RECOVERY_NODES), 10.0)
+    for i, name in enumerate(["checkpoint to S3", "tiered: memory, then S3", "checkpointless"]):
+        assert lines[name] == pytest.approx([100 * sweep[n][i].goodput for n in figures.RECOVERY_NODES])

@@ -44,6 +44,8 @@ def test_course_jobs_run_on_images_that_hold_what_they_need(course_requests):
     assert image["smddp"].startswith("pytorch-training:2.5.1-gpu")  # the last DLC with SMDDP
     assert image["smp"].startswith("smdistributed-modelparallel:2.5.1") and image["gpt30b"] == image["smp"]
     assert image["trn1"].startswith("pytorch-training-neuronx:2.9.0")
+    assert image["gpt30b-p5"] == image["ddp"]  # module 11: today's stack is the PyTorch DLC, not the SMP image
+    assert course_requests["gpt30b-p5"]["ResourceConfig"]["TrainingPlanArn"].endswith(":training-plan/fmlab-gpt30b")
 
 
 def test_job_request_prints_json_that_preflight_reads_from_stdin(capsys, monkeypatch, no_aws_credentials):

@@ -48,9 +48,12 @@ def test_accumulated_micro_batches_equal_one_large_batch():
     for micro_batches in ([batch], [batch[:2], batch[2:]]):
         model = build_model("tiny", seed=0)
         optimizer, scheduler = build_optimizer(model, TrainConfig(warmup_steps=1))
-        seen = {}
-        loss = train_step(model, optimizer, scheduler, micro_batches, grad_clip=0.0,
-                          on_gradients=lambda m: seen.update({n: p.grad.clone() for n, p in m.named_parameters()}))
+        seen: dict = {}
+
+        def keep_gradients(m, seen=seen):
+            seen.update({n: p.grad.clone() for n, p in m.named_parameters()})
+
+        loss = train_step(model, optimizer, scheduler, micro_batches, grad_clip=0.0, on_gradients=keep_gradients)
         results.append((loss.item(), seen, [p.detach().clone() for p in model.parameters()]))
     (loss_one, grads_one, params_one), (loss_two, grads_two, params_two) = results
     assert loss_two == pytest.approx(loss_one, rel=1e-5)  # the step's mean loss, not the sum

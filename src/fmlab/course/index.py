@@ -39,12 +39,14 @@ SUMMARIES = {
     "09": "move Llama checkpoints to and from Neuron Distributed on Trainium, and plan a trn1 job",
     "10": "gate a run on held-out perplexity, evaluate with lm-eval, export the model, and serve it locally and "
           "on a SageMaker endpoint",
+    "11": "reserve capacity with training plans, run the training script on a real Slurm as on HyperPod, bring it "
+          "back after a fault, and weigh tiered and checkpointless recovery",
 }
 PLANNED_TITLES = {
     "00": "Setup", "01": "When to pretrain", "02": "Data at scale", "03": "Parallel jobs and warm pools",
     "04": "Data parallelism", "05": "Sharded data parallelism", "06": "Tensor and pipeline parallelism",
     "07": "Hands-on: a sharded GPT-30B run", "08": "Checkpointing and recovery", "09": "Trainium",
-    "10": "Evaluate, export and serve",
+    "10": "Evaluate, export and serve", "11": "Pretraining on AWS in 2026",
 }
 
 INTRO = """# Pretraining Foundation Models on AWS: course index

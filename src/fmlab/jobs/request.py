@@ -101,7 +101,7 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
                           mpi_additional_options=launch["mpi_additional_options"] + list(spec.mpi_options) or None)
     compute = Compute(instance_type=spec.instance_type, instance_count=spec.instance_count,
                       volume_size_in_gb=spec.volume_gb, keep_alive_period_in_seconds=spec.keep_alive_seconds or None,
-                      enable_managed_spot_training=spec.spot or None)
+                      enable_managed_spot_training=spec.spot or None, training_plan_arn=spec.training_plan_arn)
     stopping = StoppingCondition(max_runtime_in_seconds=spec.max_run_seconds,
                                  max_wait_time_in_seconds=spec.max_wait_seconds if spec.spot else None)
     output = spec.output_path or f"s3://{bucket}/fmlab/output"

@@ -69,6 +69,7 @@ class JobSpec:
     max_run_seconds: int = 3600
     max_retry_attempts: int = 0  # RetryStrategy: SageMaker restarts the job after an InternalServerError (0: never)
     spot: bool = False
+    training_plan_arn: str | None = None  # run on a SageMaker training plan's reserved capacity (module 11)
     max_wait_seconds: int | None = None  # spot only: run time plus time waiting for capacity
     role: str | None = None  # execution role ARN; required for SageMaker
     region: str | None = None  # None: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1

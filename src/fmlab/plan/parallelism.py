@@ -88,6 +88,10 @@ class ParallelConfig:
         states its whole layout."""
         return {name: getattr(self, name) for name in FIELDS}
 
+    def flags(self) -> list[str]:
+        """fmlab.train's command-line flags for this layout (`--sharding=hybrid --hybrid-shard-degree=8 ...`)."""
+        return [f"--{name.replace('_', '-')}={value}" for name, value in self.hyperparameters().items()]
+
     @property
     def recompute(self) -> str:
         """The planner's word: none | selective | full | offload."""

@@ -1,0 +1,260 @@
+"""The course's training under a real Slurm: an sbatch script with `srun torchrun`, submitted, watched, requeued.
+
+    from fmlab.hyperpod import slurm
+    status = slurm.ensure_cluster()               # starts the local Slurm if installed (requirements/slurm.sh)
+    spec = slurm.SlurmTrainSpec(work_dir="runs/slurm", train_args=["--max-steps", "12", ...])
+    run = slurm.run_with_auto_resume(spec, max_requeues=1, timeout=180)
+    run.job_id, run.restarts, run.resumed_at, run.output
+
+On a HyperPod Slurm cluster the script is the same with `srun --auto-resume=1` (`hyperpod=True`): HyperPod's
+plugin then replaces a faulty node and reruns the step by itself. A one-node Slurm has no such plugin, so
+`run_with_auto_resume` does its part from outside: when the job fails it requeues it (`scontrol requeue`), lets it
+start at once (`scontrol update StartTime=now`: a requeued job otherwise waits about 120 s, Reason=BeginTime), and
+the script, started again with SLURM_RESTART_COUNT=1 and the same job id, resumes from its newest checkpoint.
+Every wait is bounded; a job that overruns is cancelled (`scancel`) so no job is left behind.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fmlab.environment import ROOT, free_port
+
+SETUP_SCRIPT = ROOT / "requirements" / "slurm.sh"
+ENTRY_SCRIPT = ROOT / "entrypoints" / "train.py"
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+            "DEADLINE")
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed or a job did not reach the state it was waited for in time."""
+
+
+@dataclass
+class ClusterStatus:
+    available: bool
+    reason: str  # what sinfo says, or why there is no Slurm here
+    sinfo: str = ""
+
+
+def _command(args: list[str], timeout: float = 20) -> str:
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise SlurmError(f"`{shlex.join(args)}` did not answer in {timeout:.0f} s: is slurmctld running? "
+                         f"(bash {SETUP_SCRIPT.relative_to(ROOT)} starts it)") from e
+    if done.returncode != 0:
+        raise SlurmError(f"`{shlex.join(args)}` failed: {(done.stderr or done.stdout).strip()[:300]}")
+    return done.stdout
+
+
+def cluster_status() -> ClusterStatus:
+    """Is there a Slurm here with a node that takes jobs? Never raises."""
+    if not shutil.which("sinfo"):
+        return ClusterStatus(False, "no Slurm on this machine (sinfo not found)")
+    try:
+        states = _command(["sinfo", "-h", "-o", "%T"], timeout=10).split()
+        table = _command(["sinfo"], timeout=10)
+    except SlurmError as e:
+        return ClusterStatus(False, str(e))
+    ready = [s for s in states if s.rstrip("*~#") in ("idle", "mixed", "allocated", "completing")]
+    if not ready:
+        return ClusterStatus(False, f"no node takes jobs (states: {', '.join(states) or 'none'})", table)
+    return ClusterStatus(True, f"{len(ready)} node(s) up", table)
+
+
+def ensure_cluster(install: bool = False, timeout: float = 120) -> ClusterStatus:
+    """The local Slurm, started by requirements/slurm.sh if it is installed but down (installed too if `install`
+    and this is root with apt). The script says why not in one line where it cannot; that line is the reason."""
+    status = cluster_status()
+    if status.available or not SETUP_SCRIPT.exists():
+        return status
+    args = ["bash", str(SETUP_SCRIPT)] + ([] if install else ["--no-install"])
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return ClusterStatus(False, f"{SETUP_SCRIPT.name} did not finish in {timeout:.0f} s")
+    except OSError as e:  # no bash on the PATH
+        return ClusterStatus(False, f"{status.reason}; {SETUP_SCRIPT.name} could not run ({e})")
+    status = cluster_status()
+    if not status.available:
+        said = done.stdout.strip().splitlines()
+        status.reason = said[-1] if said else status.reason
+    return status
+
+
+@dataclass
+class SlurmTrainSpec:
+    """One training job under sbatch: `srun` starts one torchrun per node, torchrun the processes per node."""
+
+    work_dir: str | Path  # the job's output file, checkpoints and metrics live here
+    train_args: list[str] = field(default_factory=list)  # flags of `python -m fmlab.train`
+    job_name: str = "fmlab-train"
+    nodes: int = 1
+    processes_per_node: int = 2
+    time_limit_minutes: int = 10
+    hyperpod: bool = False  # True: `srun --auto-resume=1`, HyperPod's flag (an unknown option to plain Slurm)
+    python: str = sys.executable
+
+    def __post_init__(self):
+        if self.nodes < 1 or self.processes_per_node < 1:
+            raise ValueError(f"nodes and processes_per_node must be at least 1, got {self.nodes} and "
+                             f"{self.processes_per_node}")
+        if self.time_limit_minutes < 1:
+            raise ValueError(f"time_limit_minutes must be at least 1, got {self.time_limit_minutes}")
+        self.work_dir = Path(self.work_dir).resolve()
+
+    @property
+    def output_file(self) -> Path:
+        return self.work_dir / "slurm-job.out"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.work_dir / "checkpoints"
+
+
+def batch_script(spec: SlurmTrainSpec, port: int | None = None) -> str:
+    """The sbatch script: #SBATCH options, then `srun` (one task per node) running torchrun on every node.
+
+    torchrun's c10d rendezvous runs on the first node of the allocation; its id is the job id, so a requeued
+    job (same id) meets itself again. --requeue lets the job go back to the queue; --open-mode=append keeps the
+    output of every start in one file."""
+    port = port or free_port()
+    auto_resume = " --auto-resume=1" if spec.hyperpod else ""
+    train = [spec.python, "-m", "torch.distributed.run", "--nnodes", "$SLURM_JOB_NUM_NODES",
+             "--nproc-per-node", str(spec.processes_per_node), "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"$HEAD_NODE:{port}", "--rdzv-id", "$SLURM_JOB_ID", str(ENTRY_SCRIPT),
+             *spec.train_args, "--checkpoint-dir", str(spec.checkpoint_dir), "--output-dir",
+             str(spec.work_dir / "out")]
+    quoted = " ".join(a if a.startswith("$") else shlex.quote(a) for a in train)
+    return f"""#!/bin/bash
+#SBATCH --job-name={spec.job_name}
+#SBATCH --nodes={spec.nodes}
+#SBATCH --ntasks-per-node=1
+#SBATCH --time={spec.time_limit_minutes}
+#SBATCH --chdir={ROOT}
+#SBATCH --output={spec.output_file}
+#SBATCH --open-mode=append
+#SBATCH --requeue
+set -euo pipefail
+HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+echo "job $SLURM_JOB_ID start ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST at $(date -u +%H:%M:%S)"
+export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+srun{auto_resume} {quoted}
+"""
+
+
+def submit(script: str, work_dir: str | Path) -> int:
+    """Write `script` to work_dir/job.sbatch and sbatch it; the job id."""
+    folder = Path(work_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.sbatch"
+    path.write_text(script)
+    return int(_command(["sbatch", "--parsable", str(path)]).strip().split(";")[0])
+
+
+def job_info(job_id: int) -> dict[str, str]:
+    """`scontrol show job -o ID` as a dict (JobState, Reason, Restarts, ExitCode, ...)."""
+    text = _command(["scontrol", "show", "job", "-o", str(job_id)])
+    return dict(re.findall(r"(\w+)=(\S*)", text))
+
+
+# slurmd revokes the finished run's job credential, by the second; a new start in that same second is killed
+# ("Killing non-startable batch JobId=N: Job credential revoked", slurmctld.log), so the release waits past it.
+CREDENTIAL_GRACE_SECONDS = 2.0
+
+
+def requeue_now(job_id: int) -> None:
+    """Back to the queue, and eligible almost at once rather than after Slurm's ~120 s of Reason=BeginTime."""
+    _command(["scontrol", "requeue", str(job_id)])
+    time.sleep(CREDENTIAL_GRACE_SECONDS)
+    _command(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+
+
+def cancel(job_id: int) -> None:
+    subprocess.run(["scancel", str(job_id)], capture_output=True, timeout=20)
+
+
+@dataclass
+class SlurmRun:
+    job_id: int
+    script: str
+    states: list[str]  # every state seen, in order (PENDING, RUNNING, FAILED, PENDING, RUNNING, COMPLETED)
+    final: dict[str, str]  # the last `scontrol show job`
+    output: str  # the job's output file: every start, appended
+    seconds: float
+    squeue: list[str] = field(default_factory=list)  # `squeue` each time the job was seen RUNNING anew
+
+    @property
+    def restarts(self) -> int:
+        return int(self.final.get("Restarts", "0"))
+
+    @property
+    def state(self) -> str:
+        return self.final.get("JobState", "")
+
+    @property
+    def resumed_at(self) -> list[int]:
+        """The steps the script resumed from (one per start that found a checkpoint)."""
+        return [int(m) for m in re.findall(r"^resumed from \S+ at step (\d+)", self.output, re.M)]
+
+    @property
+    def faults(self) -> list[str]:
+        return [line for line in self.output.splitlines() if line.startswith("fault: ")]
+
+
+def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: float = 240,
+                         script: str | None = None) -> SlurmRun:
+    """Submit the job; each time it fails, requeue it at once, up to `max_requeues` times (what HyperPod's
+    auto-resume does after it replaces the node); return when it has finished for good. The job is cancelled
+    if the whole run overruns `timeout` seconds."""
+    script = script or batch_script(spec)
+    spec.output_file.unlink(missing_ok=True)
+    start = time.monotonic()
+    job_id = submit(script, spec.work_dir)
+    states: list[str] = []
+    seen_running: list[str] = []
+    try:
+        while True:
+            remaining = timeout - (time.monotonic() - start)
+            if remaining <= 0:
+                raise SlurmError(f"job {job_id} did not finish in {timeout:.0f} s (states seen: {states})")
+            info = job_info(job_id)
+            state = info.get("JobState", "?")
+            if not states or states[-1] != state:
+                states.append(state)
+                if state == "RUNNING":
+                    seen_running.append(queue_text())
+            if state in FINISHED:
+                if state == "FAILED" and int(info.get("Restarts", "0")) < max_requeues:
+                    requeue_now(job_id)
+                    continue
+                break
+            time.sleep(0.5)
+    except BaseException:
+        cancel(job_id)
+        raise
+    output = spec.output_file.read_text() if spec.output_file.exists() else ""
+    return SlurmRun(job_id, script, states, info, output, time.monotonic() - start, seen_running)
+
+
+def queue_text() -> str:
+    """`squeue` as a learner would type it (every job of every user)."""
+    return _command(["squeue"])
+
+
+def job_text(job_id: int) -> str:
+    """`scontrol show job ID`: the record Slurm keeps of a job (sacct needs slurmdbd, which a one-node set-up
+    does not run)."""
+    return _command(["scontrol", "show", "job", str(job_id)])
+
+
+def slurm_version() -> str:
+    return _command(["sinfo", "--version"]).strip() if shutil.which("sinfo") else ""

@@ -1,0 +1,105 @@
+"""The recovery options AWS offers in 2026, in module 8's arithmetic: goodput of a run under failures.
+
+    from fmlab.plan import recovery, reliability
+    mtbf = reliability.job_mtbf_hours(16)                       # Llama 3's failure rate, 16 nodes
+    rows = recovery.compare(state_gb=480, nodes=16, mtbf_hours=mtbf, step_seconds=10)
+    [(r.name, r.interval_hours, r.goodput) for r in rows]
+
+Three ways back from a failure (each an `Option`):
+- checkpoint to S3 (module 8): every save stalls training for the node's share of the state over its S3 write
+  rate; after a failure the replaced node and the others read the newest checkpoint back from S3.
+- managed tiered checkpointing (HyperPod): the save goes to CPU memory of the cluster first (a memcpy-fast
+  write), S3 later in the background; after a failure the state comes back from memory (a peer's copy).
+  A cheap save moves Young/Daly's optimum interval, sqrt(2 delta M), down with sqrt(delta).
+- checkpointless (HyperPod EKS): healthy replicas hand their state to the recovering one; nothing is saved
+  for recovery, and a failure costs half a step plus the recovery, never half a checkpoint interval.
+Every option pays the same node replacement and process restart (`Assumptions`); the figures that are not
+published (write rates, replacement minutes) are assumptions, named as such, for the learner to change.
+
+Goodput = 1 - wasted_fraction, the share of wall-clock time spent on new training (reliability.py's
+first-order model: saving delta every tau, and per failure half an interval, the save in progress and the
+restart). Sources: module 8's (reliability.py); the options: fmlab.hyperpod.sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fmlab.plan import reliability
+from fmlab.plan.compute import PlanError, check_positive
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """Rates and times no AWS page publishes for a 30B run; change them to your measurements."""
+
+    s3_write_gb_per_s_per_node: float = 1.25  # module 8: 10 Gbit/s per node to S3
+    s3_read_gb_per_s_per_node: float = 1.25
+    memory_write_gb_per_s_per_node: float = 10.0  # assumed: GPU -> pinned host memory, shared by the node's 8 GPUs
+    peer_gb_per_s_per_node: float = 12.5  # assumed: 100 Gbit/s of a node's EFA for state from a peer's memory
+    replace_node_minutes: float = 10.0  # assumed: detect, replace (spare node), rejoin
+    restart_minutes: float = 5.0  # assumed: processes, rendezvous, NCCL initialisation, data loader
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    save_seconds: float  # training stalled per save (0: no periodic save needed for recovery)
+    restart_hours: float  # from the failure to training again
+    loses: str  # "interval": half a checkpoint interval is redone; "step": half a step
+    step_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    save_seconds: float
+    interval_hours: float  # Daly's optimum between saves; 0 where there is no periodic save
+    restart_minutes: float
+    wasted: float
+    goodput: float
+
+
+def options(state_gb: float, nodes: int, step_seconds: float, a: Assumptions = Assumptions()) -> list[Option]:
+    """The three options for one run: `state_gb` of training state (weights + optimizer) over `nodes` nodes."""
+    check_positive("state_gb", state_gb)
+    check_positive("step_seconds", step_seconds)
+    if not isinstance(nodes, int) or nodes < 1:
+        raise PlanError(f"nodes must be a whole number >= 1, not {nodes!r}")
+    per_node = state_gb / nodes
+    base = (a.replace_node_minutes + a.restart_minutes) / 60
+    s3_save = 3600 * reliability.transfer_hours(per_node, a.s3_write_gb_per_s_per_node)
+    s3_load = reliability.transfer_hours(per_node, a.s3_read_gb_per_s_per_node)
+    memory_save = 3600 * reliability.transfer_hours(per_node, a.memory_write_gb_per_s_per_node)
+    from_peer = reliability.transfer_hours(per_node, a.peer_gb_per_s_per_node)
+    return [
+        Option("checkpoint to S3", s3_save, base + s3_load, "interval"),
+        Option("tiered: memory, then S3", memory_save, base + from_peer, "interval"),
+        Option("checkpointless", 0.0, base + from_peer, "step", step_seconds),
+    ]
+
+
+def evaluate(option: Option, mtbf_hours: float) -> Result:
+    """Daly's interval for the option's save time, and the fraction of time it wastes."""
+    if option.loses == "interval":
+        save_h = option.save_seconds / 3600
+        interval = reliability.daly_interval_hours(save_h, mtbf_hours)
+        wasted = reliability.wasted_fraction(interval, save_h, mtbf_hours, option.restart_hours)
+    elif option.loses == "step":
+        interval = 0.0
+        wasted = min(1.0, (option.step_seconds / 2 / 3600 + option.restart_hours) / mtbf_hours)
+    else:
+        raise PlanError(f"Option.loses must be 'interval' or 'step', not {option.loses!r}")
+    return Result(option.name, option.save_seconds, interval, 60 * option.restart_hours, wasted, 1 - wasted)
+
+
+def compare(state_gb: float, nodes: int, mtbf_hours: float, step_seconds: float,
+            assumptions: Assumptions = Assumptions()) -> list[Result]:
+    """Every option for one run, evaluated under the same failure rate."""
+    return [evaluate(o, mtbf_hours) for o in options(state_gb, nodes, step_seconds, assumptions)]
+
+
+def sweep(state_gb: float, node_counts: list[int], step_seconds: float,
+          assumptions: Assumptions = Assumptions()) -> dict[int, list[Result]]:
+    """`compare` at each node count, each with the job MTBF of that many nodes (Llama 3's rate per node)."""
+    return {n: compare(state_gb, n, reliability.job_mtbf_hours(n), step_seconds, assumptions) for n in node_counts}

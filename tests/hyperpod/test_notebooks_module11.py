@@ -1,0 +1,39 @@
+"""Notebook 11 runs top to bottom and records its figures (about 30 s on 2 cores, the Slurm drill included).
+
+Where this machine has a Slurm that takes jobs (requirements/slurm.sh started it: root with apt, as on CI), the
+notebook's drill must have run there: one fault, the job requeued once under the same id, resumed from the last
+checkpoint before the fault, completed. Where it has none, the notebook must say so and run everything else.
+"""
+
+import pytest
+
+from fmlab.hyperpod import slurm
+
+pytestmark = pytest.mark.notebook
+
+
+def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook):
+    r = run_notebook("notebooks/11_pretraining_on_aws_in_2026.ipynb", steps=12, checkpoint_every=4, fault_step=7)
+    assert r.ok, r.error
+    rec = r.records
+    choice = rec["nb11.capacity_choice"]
+    assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"
+    assert choice["reserved_days"] == 13 and rec["nb11.plan_request_problems"] == 0
+    assert rec["nb11.plan_vs_on_demand_usd"]["reserved"] < rec["nb11.plan_vs_on_demand_usd"]["on_demand"]
+    assert rec["nb11.plan_job_preflight_ok"] is True
+    p4d, p5 = rec["nb11.stack_table"][:2]
+    assert p5["days"] < p4d["days"] / 3  # H100 989 against A100 312 TFLOP/s, the same 16 nodes
+    assert p5["GB per GPU"] > p4d["GB per GPU"]  # smaller shard group: fewer, larger shards
+    daly = rec["nb11.daly_hours"]
+    assert daly["tiered: memory, then S3"] < daly["checkpoint to S3"] and daly["checkpointless"] == 0
+    at_scale = rec["nb11.recovery"]["2048"]
+    assert at_scale["checkpointless"] > at_scale["tiered: memory, then S3"] > at_scale["checkpoint to S3"]
+    if slurm.cluster_status().available:
+        assert rec["nb11.slurm_available"] is True
+        run = rec["nb11.slurm_run"]
+        assert run["state"] == "COMPLETED" and run["restarts"] == 1 and run["faults"] == 1
+        assert "FAILED" in run["states"][:-1] and run["states"].count("RUNNING") == 2  # polled: PENDING may be missed
+        assert run["resumed_at"] == [4]  # the checkpoint of step 4, the last one before the fault at step 7
+    else:
+        assert rec["nb11.slurm_available"] is False and "nb11.slurm_run" not in rec
+    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2}

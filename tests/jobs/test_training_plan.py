@@ -1,0 +1,55 @@
+"""fmlab.jobs.capacity: training-plan requests checked like every request, and the 30B job that runs on a plan."""
+
+import datetime as dt
+
+import pytest
+
+from fmlab.jobs import capacity
+from fmlab.jobs.preflight import preflight
+from fmlab.jobs.request import capture_request
+
+ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/fmlab-gpt30b"
+
+
+def test_a_plan_for_the_30b_run_is_a_valid_search_and_a_valid_purchase():
+    search = capacity.search_request("ml.p5.48xlarge", 16, days=13, start_after=dt.datetime(2027, 1, 4),
+                                     end_before=dt.datetime(2027, 2, 1))
+    assert search["DurationHours"] == 312 and search["TargetResources"] == ["training-job"]
+    assert capacity.check(search, "SearchTrainingPlanOfferings") == []
+    assert capacity.check(capacity.create_request("fmlab-gpt30b", "tpo-1a2b3c"), "CreateTrainingPlan") == []
+
+
+@pytest.mark.parametrize("request_, field, words", [
+    (capacity.search_request("ml.p5.48xlarge", 12, 13), "InstanceCount", "ask for 16"),
+    (capacity.search_request("ml.p5.48xlarge", 16, 200), "DurationHours", "whole days, 1 to 182"),
+    ({**capacity.search_request("ml.p5.48xlarge", 16, 13), "DurationHours": 100}, "DurationHours", "whole days"),
+    (capacity.search_request("ml.g5.48xlarge", 16, 13), "InstanceType", "allowed values"),
+    ({**capacity.search_request("ml.p5.48xlarge", 16, 13), "TargetResources": ["training-job", "hyperpod-cluster"]},
+     "TargetResources", "one kind of resource"),
+    (capacity.search_request("ml.p5.48xlarge", 16, 13, start_after=dt.datetime(2027, 1, 4),
+                             end_before=dt.datetime(2027, 1, 10)), "EndTimeBefore", "widen it"),
+])
+def test_each_limit_is_named_with_the_fix(request_, field, words):
+    problems = capacity.check(request_, "SearchTrainingPlanOfferings")
+    assert [p.field for p in problems] == [field] and words in problems[0].message
+
+
+def test_a_plan_name_outside_the_api_pattern_is_refused():
+    problems = capacity.check(capacity.create_request("fmlab_gpt30b", "tpo-1"), "CreateTrainingPlan")
+    assert [p.field for p in problems] == ["TrainingPlanName"]
+
+
+def test_the_job_on_the_plan_is_todays_stack_and_passes_preflight(no_aws_credentials):
+    spec = capacity.current_stack_spec(ARN, "s3://fmlab-course/data/v1", "s3://fmlab-course/checkpoints/p5",
+                                       run_days=12.9)
+    request = capture_request(spec).request
+    assert request["ResourceConfig"]["TrainingPlanArn"] == ARN
+    assert request["ResourceConfig"]["InstanceType"] == "ml.p5.48xlarge"
+    assert "/pytorch:" in request["AlgorithmSpecification"]["TrainingImage"]  # the DLC, not the SMP image
+    assert "mp_parameters" not in request["HyperParameters"]
+    hps = request["HyperParameters"]
+    assert (hps["sharding"], hps["hybrid_shard_degree"], hps["backend"]) == ('hybrid', '16', 'nccl')
+    assert request["Environment"]["FI_PROVIDER"] == "efa"
+    assert request["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.2 * 12.9 * 24 * 3600)
+    report = preflight(request, quotas=False)
+    assert report.ok and "training-plan" in {f.check for f in report.findings if f.level == "warn"}

@@ -1,0 +1,49 @@
+"""fmlab.plan.capacity: instance type, count and Region from quotas, deadline, memory and reserved capacity."""
+
+import math
+
+import pytest
+
+from fmlab.plan import capacity
+from fmlab.plan.compute import PlanError
+
+P5 = ("us-east-1", "ml.p5.48xlarge")
+
+
+def test_plans_are_whole_days_up_to_182_and_counts_of_powers_of_two_up_to_64():
+    assert capacity.reserved_days(12.01) == 13 and capacity.reserved_days(13.0) == 13
+    assert capacity.reserved_days(0.2) == 1
+    with pytest.raises(PlanError, match="two plans back to back"):
+        capacity.reserved_days(200)
+    assert [capacity.plan_count(n) for n in (1, 3, 12, 16, 33)] == [1, 4, 16, 16, 64]
+    with pytest.raises(PlanError, match="several plans"):
+        capacity.plan_count(65)
+
+
+def test_each_option_says_why_it_cannot_be_used():
+    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
+    by = {(r.region, r.instance): r for r in rows}
+    assert by[P5].feasible
+    assert "quota 0 < 16" in by[("us-east-2", "ml.p5.48xlarge")].why_not
+    assert "deadline" in by[("us-west-2", "ml.p4d.24xlarge")].why_not  # 41 days on p4d
+    assert "no published rate" in by[("us-west-2", "ml.p5.48xlarge")].why_not
+    assert {r.region for r in rows if r.instance == "ml.p5en.48xlarge"} == {"us-east-2"}
+
+
+def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
+    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16, ("us-east-2", "ml.p5en.48xlarge"): 8})
+    best = capacity.choose(rows)
+    assert (best.region, best.instance) == P5  # reserved p5 is cheaper than 8 p5en on demand
+    p5 = next(r for r in rows if (r.region, r.instance) == P5)
+    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 13)  # the rate x plan count x whole days
+    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
+    best = capacity.choose(rows)
+    assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.reserved_usd)  # 8 < 16: on demand
+
+
+def test_nothing_feasible_says_what_to_change():
+    rows = capacity.options("gpt-30b", 300e9, deadline_days=5, quotas={P5: 16})
+    with pytest.raises(PlanError, match="quota increase, extend the deadline or add instances"):
+        capacity.choose(rows)
+    with pytest.raises(PlanError, match="deadline_days"):
+        capacity.options("gpt-30b", 300e9, deadline_days=0, quotas={})

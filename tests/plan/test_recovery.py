@@ -1,0 +1,54 @@
+"""fmlab.plan.recovery: the recovery options of module 11 in module 8's arithmetic."""
+
+import math
+
+import pytest
+
+from fmlab.plan import recovery, reliability
+from fmlab.plan.compute import PlanError
+
+STATE_GB = 360.0  # gpt-30b's training state (16 bytes per parameter)
+
+
+def test_a_save_to_memory_shortens_dalys_interval_by_the_square_root_of_the_save_time():
+    mtbf = reliability.job_mtbf_hours(16)
+    s3, tiered, _ = recovery.compare(STATE_GB, 16, mtbf, step_seconds=10)
+    a = recovery.Assumptions()
+    assert s3.save_seconds == pytest.approx(STATE_GB / 16 / a.s3_write_gb_per_s_per_node)
+    assert tiered.save_seconds == pytest.approx(STATE_GB / 16 / a.memory_write_gb_per_s_per_node)
+    # Young's sqrt(2 delta M): 8x cheaper saves, sqrt(8) shorter interval (Daly's correction moves it a little)
+    ratio = s3.interval_hours / tiered.interval_hours
+    assert ratio == pytest.approx(math.sqrt(s3.save_seconds / tiered.save_seconds), rel=0.03)
+    assert tiered.wasted < s3.wasted
+
+
+def test_checkpointless_loses_half_a_step_and_the_restart_per_failure():
+    mtbf = 3.0
+    *_, cl = recovery.compare(STATE_GB, 2048, mtbf, step_seconds=12)
+    assert cl.save_seconds == 0 and cl.interval_hours == 0
+    restart_h = cl.restart_minutes / 60
+    assert cl.wasted == pytest.approx((6 / 3600 + restart_h) / mtbf)
+
+
+def test_at_llama3_scale_the_options_separate_and_the_restart_dominates():
+    at_scale = recovery.sweep(STATE_GB, [16, 2048], step_seconds=10)
+    small, big = at_scale[16], at_scale[2048]
+    assert all(r.goodput > 0.99 for r in small)
+    s3, tiered, cl = big
+    assert cl.goodput > tiered.goodput > s3.goodput
+    slow = recovery.compare(STATE_GB, 2048, reliability.job_mtbf_hours(2048), 10,
+                            recovery.Assumptions(replace_node_minutes=60))
+    assert slow[2].goodput < cl.goodput - 0.1  # an hour to replace a node costs more than any save
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(state_gb=0), "state_gb"), (dict(step_seconds=-1), "step_seconds"),
+                                          (dict(nodes=0), "nodes")])
+def test_bad_input_names_what_to_change(kwargs, name):
+    args = dict(state_gb=STATE_GB, nodes=16, step_seconds=10) | kwargs
+    with pytest.raises(PlanError, match=name):
+        recovery.options(**args)
+
+
+def test_an_unknown_kind_of_loss_is_refused():
+    with pytest.raises(PlanError, match="interval' or 'step'"):
+        recovery.evaluate(recovery.Option("x", 1.0, 0.1, "epoch"), 100)

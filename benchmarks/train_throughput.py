@@ -113,12 +113,13 @@ def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int) -> tupl
     return list(np.diff(cpu)[1:]), list(np.diff(wall)[1:])
 
 
-def hand_written_loop(ds, steps: int, micro_batch: int, lr: float, seed: int) -> tuple[list[float], list[float]]:
+def hand_written_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
+                      preset: str = "tiny") -> tuple[list[float], list[float]]:
     """The loop a reader would write: AdamW, clip, step. Returns (CPU seconds, wall seconds) of steps 2..N."""
     from fmlab.data import ResumableSampler
     from fmlab.models import build_model
 
-    model = build_model("tiny", seed=seed)
+    model = build_model(preset, seed=seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     order = iter(ResumableSampler(len(ds), 0, 1, seed=seed))
     model.train()
@@ -137,7 +138,7 @@ def hand_written_loop(ds, steps: int, micro_batch: int, lr: float, seed: int) ->
 
 
 def engine(dataset: str, steps: int, micro_batch: int, lr: float, seed: int,
-           log_every: int = 10) -> tuple[list[float], list[float]]:
+           log_every: int = 10, preset: str = "tiny") -> tuple[list[float], list[float]]:
     """fmlab.train with its logging on (stdout, JSONL, TensorBoard every `log_every` steps). Returns (CPU, wall)
     seconds of steps 2..N, marked when the engine steps its LR schedule, the last thing of every step."""
     from torch.optim.lr_scheduler import LambdaLR
@@ -154,7 +155,7 @@ def engine(dataset: str, steps: int, micro_batch: int, lr: float, seed: int,
 
     with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()), \
             mock.patch.object(LambdaLR, "step", marked):
-        train(TrainConfig(model="tiny", data=dataset, micro_batch=micro_batch, max_steps=steps, lr=lr, seed=seed,
+        train(TrainConfig(model=preset, data=dataset, micro_batch=micro_batch, max_steps=steps, lr=lr, seed=seed,
                           log_every=log_every, output_dir=out, tensorboard=True))
     # mark 0 is the scheduler's own first call at construction, mark k the end of step k
     return list(np.diff(cpu)[1:]), list(np.diff(wall)[1:])
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--log-every", type=int, default=10, help="the engine's log interval (its default: 10)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: CPU time = work done)")
+    p.add_argument("--model", default="tiny", choices=["tiny", "tiny-gpt"],
+                   help="the engine's and the bare loop's preset: tiny (Llama) or tiny-gpt (the GPT layout, nanoGPT's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -176,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = str(course_dataset(seq_len=128, vocab_size=512))
     ds = PackedDataset(dataset)
     tokens = args.micro_batch * ds.seq_len
-    contenders = {"fmlab": lambda n: engine(dataset, n, args.micro_batch, 3e-3, 0, args.log_every),
-                  "bare": lambda n: hand_written_loop(ds, n, args.micro_batch, 3e-3, 0),
+    contenders = {"fmlab": lambda n: engine(dataset, n, args.micro_batch, 3e-3, 0, args.log_every, args.model),
+                  "bare": lambda n: hand_written_loop(ds, n, args.micro_batch, 3e-3, 0, args.model),
                   "nanogpt": lambda n: nanogpt_loop(ds, n, args.micro_batch, 3e-3, 0)}
     for run in contenders.values():
         run(3)  # warm every path up (imports, allocator)
@@ -190,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             times[name][1].extend(wall)
         for name in paired:
             paired[name].append(statistics.median(rounds[name][0]) / statistics.median(rounds["fmlab"][0]))
-    result = {"shape": SHAPE, "micro_batch": args.micro_batch, "steps_per_round": args.steps,
+    result = {"model": args.model, "shape": SHAPE, "micro_batch": args.micro_batch, "steps_per_round": args.steps,
               "rounds": args.rounds, "log_every": args.log_every, "threads": torch.get_num_threads()}
     for name, (cpu, wall) in times.items():
         result[f"{name}_tokens_per_cpu_s"] = round(tokens / statistics.median(cpu), 1)

@@ -25,20 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fmlab.jobs.images import IMAGES, NEURON_TRAINING_TAGS, TORCHNEURON_FAMILIES, TORCHNEURON_NEURON_SDK
+from fmlab.service.sources import Source
 
 READ_ON = "2026-11-23"  # when every source below was read
 _DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en"
 
 
-@dataclass(frozen=True)
-class Source:
-    """One page or file read, what it says (quoted or closely paraphrased), and when it was read."""
-
-    title: str
-    url: str
-    says: str
-    release: str = ""  # the Neuron release (or commit) the page belongs to, when it names one
-    read: str = READ_ON
+def _source(title: str, url: str, says: str, release: str = "") -> Source:
+    return Source(title, url, says, read=READ_ON, release=release)
 
 
 @dataclass(frozen=True)
@@ -53,42 +47,42 @@ class StackStatus:
     sources: tuple[Source, ...]
 
 
-MAINTENANCE = Source(
+MAINTENANCE = _source(
     "NxDT and NxD Core Training APIs are now in maintenance mode starting with Neuron 2.30",
     f"{_DOCS}/v2.30.0/about-neuron/announcements/neuron2.x/announce-maintenance-nxdt-nxd-core-training.html",
     "Starting with Neuron Release 2.30.0, NxDT and NxD Core Training APIs are in maintenance mode; future releases "
     "address critical security issues only. Existing users should stay on Neuron 2.28 and PyTorch 2.9 until ready "
     "to migrate to native PyTorch on Neuron.", "2.30.0")
-EOS_ANNOUNCEMENT = Source(
+EOS_ANNOUNCEMENT = _source(
     "Announcing end of support for NxDT and NxD Core Training APIs starting with Neuron SDK release 2.29 "
     "(PyTorch 2.10)",
     f"{_DOCS}/latest/about-neuron/announcements/neuron2.x/announce-eos-nxdt-nxd-core-training.html",
     "Neuron SDK release 2.28 (PyTorch 2.9) will be the last release to include the NeuronX Distributed Training "
     "(NxDT) library; from 2.29 (PyTorch 2.10) NxD Core training APIs and PyTorch/XLA for training are no longer "
     "supported.", "2.28")
-XLA_TRAINING = Source(
+XLA_TRAINING = _source(
     "Neuron no longer supports PyTorch/XLA for training starting with Neuron 2.30",
     f"{_DOCS}/latest/about-neuron/announcements/neuron2.x/announce-no-support-pytorch-xla-training.html",
     "Starting with Neuron Release 2.30.0, PyTorch/XLA is no longer supported for training workloads on Trainium. "
     "PyTorch 2.9 was the last version based on the PyTorch/XLA backend for training; it stays supported for "
     "inference.", "2.30.0")
-ARCHIVE_WARNING = Source(
+ARCHIVE_WARNING = _source(
     "NxD Training (archived), the warning on every archived NxD Training page",
     f"{_DOCS}/latest/archive/nxd-training/index.html",
     "NxD Training (NeuronX Distributed Training) and the XLA-based torch-neuronx training flow have reached "
     "end-of-support as of Neuron 2.32 and are no longer actively maintained (page modified 2026-07-24).", "2.32")
-ARCHIVED_RELEASE_NOTES = Source(
+ARCHIVED_RELEASE_NOTES = _source(
     "Archived Neuron Component Release Notes",
     f"{_DOCS}/v2.33.0/release-notes/archive/index.html",
     "NxD Training (neuronx-distributed-training): last supported in Neuron 2.31.0. NxD Core: last updated in "
     "Neuron 2.31.0 (page modified 10/19/2026).", "2.33.0")
-NOT_IN_DLCS = Source(
+NOT_IN_DLCS = _source(
     "Install PyTorch for Neuron (v2.32.0) and Install PyTorch via Deep Learning Container (v2.31.0)",
     f"{_DOCS}/v2.32.0/setup/pytorch/index.html",
     "neuronx_distributed_training is no longer included on Neuron DLAMIs and DLCs as of release v2.31.0; "
     "torch-neuronx is no longer included from v2.32.0: if you train with torch-neuronx, pin your environment to "
     "Neuron v2.31.0.", "2.31.0 / 2.32.0")
-DLC_LIST = Source(
+DLC_LIST = _source(
     "aws-neuron/deep-learning-containers README.md, table pytorch-training-neuronx",
     "https://github.com/aws-neuron/deep-learning-containers/blob/2be9ed1d5da9d7c8e15d7abac1eb7f550ed3a723/README.md",
     "Newest training image: PyTorch 2.9.0, Neuron 2.30.0, packages aws-neuronx-tools, neuronx_distributed, "
@@ -96,26 +90,26 @@ DLC_LIST = Source(
     "pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04; no training row for 2.31.x or 2.32.0 "
     "(commit of the 2.32.0 release, 2026-08-17). Its pytorch/training/2.9.0/Dockerfile.neuronx pins "
     "NEURONX_DISTRIBUTED_TRAINING_VERSION=1.7.0.", "2.32.0 README")
-TORCHNEURON_NOTES = Source(
+TORCHNEURON_NOTES = _source(
     "Release Notes for Neuron Component: TorchNeuron, torch-neuronx 2.13.3.0 and 2.14.3.0 (Neuron 2.33.0)",
     f"{_DOCS}/latest/release-notes/components/torchneuron.html",
     "Neuron 2.33.0 (2026-10-19) introduces the native torch-neuronx backend as a public beta: the neuron device "
     "through the PyTorch PrivateUse1 extension, on Trainium2 or Trainium3. Support matrix: torch-neuronx 2.13.3.0.* "
     "with PyTorch 2.13.0 and 2.14.3.0.* with PyTorch 2.14.0, Python 3.12-3.14, Ubuntu 24.04 and 26.04.", "2.33.0")
-TORCHNEURON_HOME = Source(
+TORCHNEURON_HOME = _source(
     "TorchNeuron: Native PyTorch on AWS Neuron",
     f"{_DOCS}/latest/torch/index.html",
     "Public beta for the Neuron 2.33 release, Trn2 and Trn3. Eager mode, torch.compile(backend='neuron'), and the "
     "standard distributed APIs (DDP, FSDP2, DTensor tensor and sequence parallelism, pipeline and context "
     "parallelism). Change .to('cuda') to .to('neuron'); code written against torch.accelerator needs no change; "
     "autocast with device_type='neuron'.", "2.33")
-TORCH_DISTRIBUTED = Source(
+TORCH_DISTRIBUTED = _source(
     "How to use torch.distributed on Neuron; Tutorial: Train with DDP, FSDP2, and DTensor on Neuron",
     f"{_DOCS}/latest/torch/guides/torch-distributed.html",
     "import torch_neuronx registers the Neuron device and distributed backend; dist.init_process_group("
     "backend='neuron'); tensors on torch.device('neuron'). The tutorial runs 64 workers on one trn2.48xlarge and "
     "the same script on CPU with gloo (page modified 2026-10-15).", "2.33")
-TORCHTITAN_NOTES = Source(
+TORCHTITAN_NOTES = _source(
     "TorchTitan Neuron Release Notes, 0.2.2+neuron.1 (Neuron 2.33.0)",
     f"{_DOCS}/latest/release-notes/components/torchtitan-neuron.html",
     "First release (beta) of TorchTitan on TorchNeuron: Llama3, Qwen3, DeepSeek-V3, GPT-OSS; FSDP2, TP, CP, EP, PP; "

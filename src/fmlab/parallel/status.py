@@ -19,18 +19,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fmlab.service.rules import SMDDP_INSTANCES as SMDDP_INSTANCE_TYPE_RULE
+from fmlab.service.sources import Source
+
 READ_ON = "2026-11-24"  # when every source below was read
 _DG = "https://docs.aws.amazon.com/sagemaker/latest/dg"
 
 
-@dataclass(frozen=True)
-class Reference:
-    """One page or file read, what it says (quoted or closely paraphrased), and when it was read."""
-
-    title: str
-    url: str
-    says: str
-    read: str = READ_ON
+def _source(title: str, url: str, says: str, release: str = "") -> Source:
+    return Source(title, url, says, read=READ_ON, release=release)
 
 
 @dataclass(frozen=True)
@@ -44,53 +41,53 @@ class LibraryStatus:
     instances: str
     launcher: str
     what_to_do: str
-    sources: tuple[Reference, ...]
+    sources: tuple[Source, ...]
 
 
-SMP_RELEASE_NOTES = Reference(
+SMP_RELEASE_NOTES = _source(
     "Release notes for the SageMaker model parallelism library",
     f"{_DG}/model-parallel-release-notes.html",
     "Newest entry: 'The SageMaker model parallelism library v2.8.0, Date: April 01, 2025': PyTorch v2.5.1, CUDA "
     "v12.4, SMDDP library upgraded to 2.6.0; SMP Docker container "
     "658645717510.dkr.ecr.<region>.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124 with NCCL "
     "v2.23.4, EFA v1.36.0, AWS-OFI-NCCL v1.13.2. v2.7.0 (2024-12-04) added support for SageMaker HyperPod recipes.")
-SMP_FP8_P5 = Reference(
+SMP_FP8_P5 = _source(
     "Release notes for the SageMaker model parallelism library, v2.5.0 (2024-08-28)",
     f"{_DG}/model-parallel-release-notes.html",
     "Added support for mixed-precision training using FP8 data format on P5 instances for the Mixtral model: SMP "
     "v2 runs on P5 as well as P4d/P4de.")
-SMDDP_INSTANCES = Reference(
+SMDDP_INSTANCES = _source(
     "Compatibility with the SMDDP library optimized for AWS infrastructure (SMP v2)",
     f"{_DG}/model-parallel-core-features-v2-smddp-allgather.html",
     "'The SMDDP library supports P4 and P4de instances' (see also the SMDDP library's 'Supported frameworks, AWS "
     "Regions, and instances types'): P5 is not among them.")
-SMDDP_SUPPORT = Reference(
+SMDDP_SUPPORT = _source(
     "Supported frameworks, AWS Regions, and instances types (SMDDP)",
     f"{_DG}/distributed-data-parallel-support.html",
     "The SMDDP library is available in the SageMaker framework containers, integrated in the Docker containers "
     "distributed by the SMP library v2, and as a binary file; its PyTorch table names framework containers and SMP "
     "images per PyTorch version (the newest rows are SMP images, no framework container).")
-DLC_25 = Reference(
+DLC_25 = _source(
     "aws/deep-learning-containers pytorch/training/docker/2.5/py3/cu124/Dockerfile.gpu",
     "https://github.com/aws/deep-learning-containers/blob/64a7c2365dca8626258cd86b09c9f7fd5f2a22c6/"
     "pytorch/training/docker/2.5/py3/cu124/Dockerfile.gpu",
     "The sagemaker stage installs SMD_DATA_PARALLEL_URL = .../pytorch/2.5.1/cu124/03-10-25/"
     "smdistributed_dataparallel-2.6.0-cp311-...whl (PyTorch 2.5.1): the last SageMaker PyTorch DLC with SMDDP.")
-DLC_26 = Reference(
+DLC_26 = _source(
     "aws/deep-learning-containers pytorch/training/docker/2.6/py3/cu126/Dockerfile.gpu",
     "https://github.com/aws/deep-learning-containers/blob/094e20453b319771df9eee7e74d459f2bf4a2f83/"
     "pytorch/training/docker/2.6/py3/cu126/Dockerfile.gpu",
     "The sagemaker stage installs the SageMaker profiler (smprof), PyTorch, GDRCopy, NCCL, flash-attn, Transformer "
     "Engine and the sagemaker-training toolkit, and no smdistributed_dataparallel: from PyTorch 2.6 the framework "
     "containers carry no SMDDP (the GDRCopy comment still names it).")
-HYPERPOD_RECIPES_V2 = Reference(
+HYPERPOD_RECIPES_V2 = _source(
     "aws/sagemaker-hyperpod-recipes README.md (v2.0.0, merged 2025-12-03; read at 26319955, 2026-06-23)",
     "https://github.com/aws/sagemaker-hyperpod-recipes/blob/263199555b2e1f8eb9b17459892e440f3242b5d9/README.md",
     "'This repository contains v2.0.0 of Amazon SageMaker HyperPod recipes ... Looking for v1 recipes? Please refer "
     "to the v1 branch.' v2 recipes run on the LLMFT and VERL images (hyperpod-recipes:llmft-v1.0.0, verl-...); "
     "v1.0.0's README built its GPU recipes on the SMP container (smdistributed-modelparallel:2.4.1-gpu-py311-cu121, "
     "the SMP v2.7.0 enroot image). v2 names no SMP image.")
-V2_RUNNER = Reference(
+V2_RUNNER = _source(
     "aws/sagemaker-training-toolkit src/sagemaker_training/smdataparallel.py (SDK v2's SMDDP runner)",
     "https://github.com/aws/sagemaker-training-toolkit/blob/07cb410433a4ef4cc3a534548c7ae07c83b54198/"
     "src/sagemaker_training/smdataparallel.py",
@@ -98,21 +95,21 @@ V2_RUNNER = Reference(
     "mpi4py <script>`; it exports SMDATAPARALLEL_USE_HOMOGENEOUS=1 on several hosts (SMDATAPARALLEL_USE_SINGLENODE=1 "
     "on one), SMDATAPARALLEL_SERVER_ADDR=<master host>, SMDATAPARALLEL_SERVER_PORT=7592, SAGEMAKER_INSTANCE_TYPE, "
     "FI_PROVIDER=efa, RDMAV_FORK_SAFE=1 and an LD_PRELOAD gethostname shim.")
-V3_DRIVER = Reference(
+V3_DRIVER = _source(
     "sagemaker-train 1.27.0, sagemaker/train/container_drivers/distributed_drivers/mpi_driver.py and mpi_utils.py "
     "(SDK v3's MPI driver, as installed)",
     "https://pypi.org/project/sagemaker-train/1.27.0/",
     "main() runs `mpirun --host algo-1:N,... -np N ... <python> -m mpi4py <entry script>` with the EFA variables "
     "for EFA instances; no smddprun and no SMDATAPARALLEL_* variable. mpi_utils defines validate_smddprun() and "
     "validate_smddpmprun(), and nothing calls them.")
-SMDDP_LAUNCHERS = Reference(
+SMDDP_LAUNCHERS = _source(
     "Use the SMDDP library in your PyTorch training script; Use the PyTorch framework estimators in the SageMaker "
     "Python SDK",
     f"{_DG}/data-parallel-modify-sdp-pt.html",
     "`import smdistributed.dataparallel.torch.torch_smddp; dist.init_process_group(backend='smddp')`; to replace "
     "NCCL AllReduce with SMDDP AllReduce you must choose an mpirun-based option (SDK v2: distribution="
     "{'smdistributed': {'dataparallel': {'enabled': True}}} or pytorchddp). Every launch example is SDK v2.")
-FSDP2_PUBLIC = Reference(
+FSDP2_PUBLIC = _source(
     "pytorch/pytorch PR #141868 (fully_shard and MixedPrecisionPolicy public in torch.distributed.fsdp, PyTorch 2.6)",
     "https://github.com/pytorch/pytorch/pull/141868",
     "FSDP2's fully_shard is public from PyTorch 2.6: newer than every image that ships SMDDP or SMP (PyTorch <= 2.5.1).")
@@ -149,7 +146,7 @@ LAST_SMP, LAST_SMP_DATE = "2.8.0", "2025-04-01"  # SMP_RELEASE_NOTES
 LAST_SMP_IMAGE_TAG = "2.5.1-gpu-py311-cu124"  # SMP_RELEASE_NOTES (fmlab.jobs.images reads the SDK's table)
 LAST_SMDDP = "2.6.0"  # in DLC_25 and in SMP v2.8.0's image
 LAST_DLC_WITH_SMDDP = "2.5"  # DLC_25; DLC_26 has none
-SMDDP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")  # SMDDP_INSTANCES
+SMDDP_INSTANCE_TYPES = SMDDP_INSTANCE_TYPE_RULE  # the service rule smddp-instances (fmlab.service.rules)
 NEWEST_PYTORCH_WITH_SMP_OR_SMDDP = "2.5.1"
 
 # The choice the course made for SMDDP's launch under SDK v3, and why (notebook 04 and its deck print it).
@@ -164,9 +161,9 @@ LAUNCH_DECISION = (
     "validate_smddprun and never calls it).")
 
 
-def sources() -> list[Reference]:
+def sources() -> list[Source]:
     """Every source of this module, once each."""
-    seen: dict[str, Reference] = {}
+    seen: dict[str, Source] = {}
     for lib in LIBRARIES:
         for s in lib.sources:
             seen.setdefault(s.url + s.title, s)

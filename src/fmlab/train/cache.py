@@ -54,7 +54,8 @@ def run_key(cfg) -> str:
 def train_cached(cfg, cache: Path | None = None) -> Path:
     """Make cfg.checkpoint_dir hold the checkpoints of cfg's run: copied from the cache, or trained once into it.
 
-    Returns the cache entry's folder. The run's step lines are not printed (train() writes them to stdout)."""
+    Returns the cache entry's folder. Only the checkpoints are kept: the run's step lines are not printed and
+    cfg.output_dir gets nothing, so use it where a notebook or test needs a trained model, not the run's own figures."""
     from fmlab.data.prepare import FileLock
     from fmlab.train.loop import train
 

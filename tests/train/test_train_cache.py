@@ -66,3 +66,19 @@ def test_a_failed_training_leaves_no_entry(tmp_path, monkeypatch):
 def test_no_checkpoint_folder_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="checkpoint_dir"):
         cache.train_cached(TrainConfig(model="tiny"), cache=tmp_path / "cache")
+
+
+def test_only_the_most_recently_used_entries_are_kept(tmp_path, trained):
+    import os
+
+    old = []
+    for i in range(cache.KEEP + 3):
+        entry = tmp_path / "cache" / f"old{i:02d}"
+        entry.mkdir(parents=True)
+        os.utime(entry, (1000 + i, 1000 + i))  # long ago, oldest first
+        old.append(entry)
+    entry = cache.train_cached(TrainConfig(model="tiny", max_steps=2, checkpoint_dir=str(tmp_path / "ckpt")),
+                               cache=tmp_path / "cache")
+    kept = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert entry.name in kept and len(kept) == cache.KEEP
+    assert kept == sorted([entry.name] + [p.name for p in old[-(cache.KEEP - 1):]])  # the newest of the old ones

@@ -5,9 +5,10 @@
 
 The key hashes everything that decides what the run writes: the configuration (every field but the two
 folders it writes to), the dataset's manifest, the versions of torch and transformers, and the source of the
-fmlab package (any edit to it trains afresh). Entries live in build/cache/runs/<key>/ (`make clean` removes
-them). A run is trained into a staging folder and renamed into place only when complete, under a file lock, so
-two processes asking for the same run at once (two test workers) train it once: the second waits and copies.
+fmlab package (any edit to it trains afresh). Entries live in build/cache/runs/<key>/; the KEEP most recently
+used stay (`make clean` removes them all). A run is trained into a staging folder and renamed into place only
+when complete, under a file lock, so two processes asking for the same run at once (two test workers) train it
+once: the second waits and copies.
 Lab 10's two runs use it, so its solved and unsolved notebooks (and `make course`) share one training.
 """
 
@@ -18,6 +19,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from fmlab.environment import ROOT
 CACHE = ROOT / "build" / "cache" / "runs"
 PACKAGE = Path(__file__).resolve().parents[1]  # src/fmlab
 WRITTEN_TO = ("checkpoint_dir", "output_dir")  # where a run writes: not part of what it computes
+KEEP = 8  # entries kept (the most recently used): every edit of the package makes new ones, ~12 MB each for lab 10
 
 
 def package_fingerprint(package: Path = PACKAGE) -> str:
@@ -79,4 +82,14 @@ def train_cached(cfg, cache: Path | None = None) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(done, target)
+    os.utime(entry)  # used now
+    prune(entry.parent)
     return entry
+
+
+def prune(cache: Path, keep: int = KEEP) -> list[Path]:
+    """Delete all but the `keep` most recently used entries of `cache`; returns those deleted."""
+    entries = sorted((p for p in cache.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return entries[keep:]

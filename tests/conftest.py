@@ -14,6 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_MARKS = ("notebook", "distributed", "browser")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before anything imports torch
+    from fmlab.environment import share_cores
+
+    share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
 
 # The longest files (make test's --durations, 2026-11-24), started first so that none ends the run alone.
 LONGEST_FIRST = ("course/test_labs.py", "course/test_labs_unsolved.py", "train/test_notebooks_module08.py",

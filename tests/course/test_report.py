@@ -83,7 +83,8 @@ def _parse(report: Path) -> dict[str, dict]:
 def tiny_course(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     _notebook(root / "notebooks" / "01_tiny.ipynb",
-              "from fmlab.course.records import record\nprint('hello from the tiny course')",
+              "import os\nfrom fmlab.course.records import record\nprint('hello from the tiny course')\n"
+              "print('torch threads:', os.environ.get('OMP_NUM_THREADS'))",
               "record('days', 12.34 * scale)\nrecord('cost_usd', 1234567.0)\nrecord('speedup', {'2': 1.93, '4': 3.71})\n"
               "record('fits', True)")
     _notebook(root / "labs" / "solutions" / "lab_01_tiny.ipynb",
@@ -212,10 +213,16 @@ def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capfd):
     assert "without encryption" in log.read_text()
 
 
-def test_two_at_a_time_gives_the_same_results_in_course_order(tiny_course):
+def test_two_at_a_time_gives_the_same_results_in_course_order(tiny_course, monkeypatch):
+    import os
+
     root, serial, _ = tiny_course
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # as from a plain shell (make test's workers set it)
     parallel = run_course(output=root / "build" / "executed-2", root=root, jobs=2)
     assert [r.source for r in parallel] == [r.source for r in serial]
     assert [(r.ok, r.records, r.error) for r in parallel] == [(r.ok, r.records, r.error) for r in serial]
+    # each kernel got half the cores as torch threads, and this process's environment was left alone
+    assert f"torch threads: {max(1, (os.cpu_count() or 1) // 2)}" in parallel[0].output.read_text()
+    assert "OMP_NUM_THREADS" not in os.environ
     with pytest.raises(ValueError, match="jobs must be at least 1"):
         run_course(output=root / "build" / "none", root=root, jobs=0)

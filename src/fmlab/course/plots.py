@@ -120,9 +120,14 @@ def live_loss(job, poll: float = 1.0, title: str | None = None):
     fig, ax = plt.subplots(figsize=(7, 3.5))
     handle = display(fig, display_id=True)
     final = ("Completed", "Failed", "Stopped")
+    drawn = None
     while True:
         status = job.status()
         metrics = job.metrics()
+        if (status, len(metrics)) == drawn:  # nothing new: drawing again would take CPU from the job's processes
+            time.sleep(poll)
+            continue
+        drawn = (status, len(metrics))
         ax.clear()
         if not metrics.empty and "loss" in metrics:
             train = metrics.dropna(subset=["loss"])

@@ -4,6 +4,9 @@
     python -m fmlab course --only 01   # just the notebooks whose name contains "01"
     python -m fmlab course --jobs 1    # one at a time (the default runs two, each in its own kernel)
 
+Run N at a time, each kernel gets 1/N of the cores as torch threads (fmlab.environment.share_cores), unless
+OMP_NUM_THREADS is set.
+
 Each executed notebook lands in build/executed/ with its outputs; the table gives status and seconds. What the
 kernels and libraries write to stderr (ipykernel's "running over TCP without encryption" warning, library warnings)
 goes to build/course.log, whose path is printed once, so the output is the progress and the table.
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fmlab.course.labgen import LAB_GLOB
-from fmlab.environment import ROOT
+from fmlab.environment import ROOT, share_cores
 
 
 @dataclass
@@ -114,7 +117,10 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
 
             # the longest first (labs and notebooks 07-10 run the most processes), so none ends the run alone
             order = sorted(chosen, key=lambda nb: -_expected_seconds(nb))
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            # each kernel an equal share of the cores (OMP_NUM_THREADS, set in the pool's processes, which the
+            # kernels inherit), so two kernels' torch threads do not fight over them
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=share_cores,
+                                     initargs=(jobs,)) as pool:
                 futures = [pool.submit(execute, nb, target(nb)) for nb in order]
                 for future in as_completed(futures):
                     result = future.result()

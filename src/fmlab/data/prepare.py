@@ -300,13 +300,13 @@ def course_dataset(seq_len: int = 128, vocab_size: int = 512, max_bytes: float |
     if (folder / MANIFEST_NAME).is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _FileLock(folder.parent / f".{folder.name}.lock"):
+    with FileLock(folder.parent / f".{folder.name}.lock"):
         if not (folder / MANIFEST_NAME).is_file():  # another process may have made it while we waited
             prepare(files, folder, seq_len, vocab_size, workers, progress=progress, validation_units=validation_units)
     return folder
 
 
-class _FileLock:
+class FileLock:
     """An exclusive lock on a file (fcntl, where the platform has it) so two processes never prepare at once."""
 
     def __init__(self, path: Path):

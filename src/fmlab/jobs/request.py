@@ -18,6 +18,7 @@ requirements.txt the SageMaker PyTorch / SMP containers install before running t
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -174,11 +175,11 @@ def capture_request(spec: JobSpec, backend: str = "local") -> CapturedRequest:
     role = spec.role or (LOCAL_ROLE if backend == "local" else None)
     captured: dict = {}
     with tempfile.TemporaryDirectory(prefix="fmlab-source-") as tmp, quiet_sdk(), \
-            mock.patch.dict(os.environ, {"SAGEMAKER_VALIDATE_ROLE": "false"}), mock_aws():
-        import boto3
+            mock.patch.dict(os.environ, {"SAGEMAKER_VALIDATE_ROLE": "false"}), mock_aws(), \
+            mock.patch("boto3.s3.inject.upload_file", _put_file):
         from sagemaker.core.helper.session_helper import Session
 
-        boto_session = boto3.Session(region_name=spec.aws_region)
+        boto_session = _boto3_session(spec.aws_region)
         s3 = boto_session.client("s3")
         _create_bucket(s3, bucket, spec.aws_region)
         for uri in [spec.output_path, spec.checkpoint_s3_uri, *spec.inputs.values()]:
@@ -197,6 +198,36 @@ def capture_request(spec: JobSpec, backend: str = "local") -> CapturedRequest:
     if not captured:
         raise RuntimeError("ModelTrainer.train() made no CreateTrainingJob call: the SDK changed how it launches jobs")
     return CapturedRequest(captured, uploads)
+
+
+def _boto3_session(region: str):
+    """A fresh boto3 session whose service models are read through one loader per process: parsing the
+    SageMaker and S3 models again for every captured request cost about 0.3 s each time."""
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    loader = _shared_loader()
+    core.register_component("data_loader", loader)
+    session = boto3.Session(botocore_session=core, region_name=region)
+    loader.search_paths[:] = list(dict.fromkeys(loader.search_paths))  # boto3 appends its data path each time
+    return session
+
+
+@functools.cache
+def _shared_loader():
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
+
+
+def _put_file(self, Filename, Bucket, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
+    """S3 upload_file as one put_object: against moto, boto3's threaded transfer manager only adds waiting
+    (the SDK uploads the source directory file by file, about 150 files per job)."""
+    with open(Filename, "rb") as f:
+        self.put_object(Bucket=Bucket, Key=Key, Body=f.read(), **(ExtraArgs or {}))
+    if Callback:
+        Callback(os.path.getsize(Filename))
 
 
 def _create_bucket(s3, name: str, region: str) -> None:

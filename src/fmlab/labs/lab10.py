@@ -12,7 +12,9 @@ on the course dataset with its held-out split (module 2, `validation_units=2`):
 * "diverging": learning rate 1.0 (100x), warmed up over the whole run, no gradient clipping: the held-out
   loss falls at first, then rises as the learning rate grows (measured: best near step 30, then up by 0.8 nats).
 They are trained once into runs/lab10/ (or the notebook's work_dir; about 10 s on 2 cores) and reused by later
-runs of the notebook.
+runs of the notebook; a run with the same configuration, data and code is trained only once on this machine
+(fmlab.train.cache, build/cache/runs/) and copied into every other work_dir, so the solved and the unsolved lab
+of one test run share it.
 
 What is compared. Ex1: the learner's perplexity of the untrained model and of the improving run's last
 checkpoint against exp(fmlab.train.evaluate.heldout_loss) on the same SEQUENCES held-out sequences, relative
@@ -25,8 +27,6 @@ baseline's perplexity; no evaluation more than 5% above the best one after it).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -73,8 +73,9 @@ def _root() -> Path:
 
 def runs(root: str | Path | None = None) -> dict[str, Path]:
     """name -> checkpoint folder of the lab's two runs, trained once (reused when their last checkpoint exists)."""
+    from fmlab.train.cache import train_cached
     from fmlab.train.checkpoint import complete_checkpoints
-    from fmlab.train.loop import TrainConfig, train
+    from fmlab.train.loop import TrainConfig
 
     root = Path(root) if root else _root()
     if root != _root():
@@ -88,8 +89,7 @@ def runs(root: str | Path | None = None) -> dict[str, Path]:
                               log_every=RUN_STEPS, tensorboard=False, checkpoint_dir=str(folder),
                               checkpoint_every=CHECKPOINT_EVERY, keep_checkpoints=RUN_STEPS, resume="none",
                               **overrides)
-            with contextlib.redirect_stdout(io.StringIO()):
-                train(cfg)
+            train_cached(cfg)  # trained once per content (build/cache/runs/), then copied
         out[name] = folder
     return out
 

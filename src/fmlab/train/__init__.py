@@ -19,6 +19,7 @@ Files, in the order data flows through a run:
 - faults.py             fault injection for recovery drills: kill, hang or freeze a rank, kill it mid-save
 - stall.py              how long a synchronous or asynchronous save stalls training (notebook 08)
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)
+- cache.py              train_cached(): a run trained once per content (code, settings, data) under build/cache/runs/
 
 The names below are loaded on first use, so `fmlab.train.log` stays light for the jobs layer.
 """

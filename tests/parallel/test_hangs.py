@@ -41,8 +41,8 @@ def test_a_rank_that_left_no_trace_is_named_with_the_collective_and_step_the_oth
     report = analyze(survivors)
     assert (report.kind, report.ranks, report.step, report.waiting, report.world) == ("missing", [2], 5, [0, 1, 3], 4)
     assert report.collective == "#10 gloo:all_reduce [[4096]] on group default_pg"
-    assert report.headline.startswith("rank 2 stopped: never entered collective #10 gloo:all_reduce [[4096]] on "
-                                      "group default_pg that ranks 0, 1, 3 waited in at step 5")
+    assert report.headline.startswith("rank 2 stopped at step 5: never entered collective #10 gloo:all_reduce "
+                                      "[[4096]] on group default_pg that ranks 0, 1, 3 waited in")
     assert "rank 0 failed with: Timed out waiting 3000ms" in str(report)
     assert analyze(survivors, world=5).ranks == [2, 4]  # a world given from outside counts too
 
@@ -83,7 +83,7 @@ def test_the_command_reads_a_folder_and_says_what_to_fix(tmp_path, capsys):
         write_trace(_trace(r, 3, _steps(3)), folder)
     assert sorted(p.name for p in folder.iterdir()) == ["rank-0.json", "rank-2.json"]  # no partial file left
     assert cli(["hangs", str(folder)]) == 0
-    assert capsys.readouterr().out.startswith("rank 1 stopped: never entered collective #6")
+    assert capsys.readouterr().out.startswith("rank 1 stopped at step 3: never entered collective #6")
     write_trace(_trace(1, 3, _steps(3)), folder)
     assert cli(["hangs", str(folder)]) == 1  # every rank reached the same collective: nobody to name
     assert cli(["hangs", str(tmp_path / "nowhere")]) == 2

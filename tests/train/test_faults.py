@@ -237,6 +237,7 @@ def test_the_collective_timeouts_have_two_phases_a_range_and_name_themselves_in_
     assert "Timed out waiting 5000ms" in str(error)
     named = collective_timeout_error(RuntimeError("Timed out"), 300, "--init-timeout", "rank 1 stopped: ...")
     assert "(300 s, --init-timeout): rank 1 stopped: ..." in str(named)
+    assert named.summary == "rank 1 stopped: ... (collective timeout 300 s, --init-timeout)"
     assert collective_timeout_error(RuntimeError("Connection closed by peer"), 5) is None
     assert peer_lost(RuntimeError("Read error [127.0.0.1]:1: Connection reset by peer")) and not peer_lost(error)
     assert collective_timeout_error(ValueError("timeout"), 5) is None
@@ -306,7 +307,7 @@ def test_a_hung_peer_fails_the_run_within_the_collective_timeout(dataset, tmp_pa
     hung_at, _ = run.first("fault: rank 1 hangs")
     failed_at, error = run.first("error: a collective waited longer than the collective timeout")
     assert f"({timeout} s, --collective-timeout)" in error and "Timed out waiting 5000ms" in error
-    assert "rank 1 stopped: never entered collective #" in error and "that rank 0 waited in at step 3" in error
+    assert "rank 1 stopped at step 3: never entered collective #" in error and "that rank 0 waited in" in error
     detected = failed_at - hung_at
     print(f"hung peer detected after {detected:.2f} s (--collective-timeout {timeout}); torchrun ended after "
           f"{run.seconds:.1f} s with exit status {run.returncode}")
@@ -326,8 +327,8 @@ def test_a_frozen_rank_is_named_with_its_collective_and_step_in_the_error_the_tr
                     "--fault-step", "4", "--fault-rank", "1", cwd=tmp_path, timeout=90, until="error:")
     frozen_at, _ = run.first("fault: rank 1 freezes (SIGSTOP) at step 4")
     failed_at, error = run.first("error: a collective waited longer than the collective timeout (3 s, "
-                                 "--collective-timeout): rank 1 stopped: never entered collective #")
-    assert "that rank 0 waited in at step 4; it left no trace" in error
+                                 "--collective-timeout): rank 1 stopped at step 4: never entered collective #")
+    assert "that rank 0 waited in; it left no trace" in error
     assert 2.5 < failed_at - frozen_at < 3 + 10, f"named {failed_at - frozen_at:.2f} s after the freeze"
     assert "note: collective timeout 30 s -> 3 s after the first step" in run.text
     traces = tmp_path / "out" / "collective-traces"
@@ -349,7 +350,7 @@ def test_a_slow_first_step_is_covered_by_the_long_timeout_and_the_same_stall_lat
     later = _torchrun(2, *args, "--fault-step", "3", cwd=tmp_path, timeout=90)
     assert later.returncode != 0
     _, error = later.first("error: a collective waited longer than the collective timeout (2 s, --collective-timeout)")
-    assert "rank 1 stopped: never entered collective #" in error and "at step 3" in error
+    assert "rank 1 stopped at step 3: never entered collective #" in error
 
 
 @pytest.mark.distributed

@@ -2,7 +2,7 @@
 
     from fmlab.labs.hang_traces import run_drill
     drill = run_drill("hang", "runs/hangs", world_size=4, rank=2, step=3)   # about 3 s on 2 cores
-    print(drill.report)                  # "rank 2 stopped: never entered collective #9 ... at step 3 ..."
+    print(drill.report)                  # "rank 2 stopped at step 3: never entered collective #5 ..."
     drill.traces                         # the rank-N.json the surviving ranks wrote (fmlab.parallel.hangs reads them)
 
 Each rank runs a few "training steps" of two same-sized gradient all-reduces (a bucketed backward) under the

@@ -3,7 +3,7 @@
     trace = CollectiveTrace(entries=2000, folder="out/collective-traces")   # before the process group forms
     trace.at_step(5)                       # the training loop marks each step's start (a list append)
     written = trace.on_failure(error)      # on a failed collective: this rank's rank-N.json, shared, analyzed
-    print(written.report)                  # "rank 1 stopped: never entered collective #37 ... at step 5"
+    print(written.report)                  # "rank 1 stopped at step 5: never entered collective #37 ..."
 
 The recording is PyTorch's Flight Recorder, which in torch 2.13 records gloo as well as NCCL (read in the
 installed torch: ProcessGroupGloo enqueues every collective into the recorder's ring buffer, sized by

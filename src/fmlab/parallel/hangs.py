@@ -145,8 +145,8 @@ def analyze(traces: list[dict], world: int | None = None) -> HangReport:
     waiting = [r for r in present if r not in behind]
     if missing:
         names = ", ".join(str(r) for r in missing)
-        lines = [f"rank{'s' if len(missing) > 1 else ''} {names} stopped: never entered collective {where} that "
-                 f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} waited in at step {step}; "
+        lines = [f"rank{'s' if len(missing) > 1 else ''} {names} stopped at step {step}: never entered collective "
+                 f"{where} that rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} waited in; "
                  f"{'they' if len(missing) > 1 else 'it'} left no trace (dead, frozen, or hung outside a collective)"]
         kind, ranks = "missing", missing
     elif behind:

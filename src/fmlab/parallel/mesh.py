@@ -139,10 +139,14 @@ def collective_timeout_error(error: BaseException, timeout: float | None, flag: 
         return None
     limit = f"{timeout:g} s" if timeout else "torch's default timeout"
     lead = f"{named}. " if named else "a peer process is dead or hung, see the other ranks' logs (or the host's health). "
-    return CollectiveTimeout(
+    timed_out = CollectiveTimeout(
         f"a collective waited longer than the collective timeout ({limit}, {flag}): {lead}With `torchrun "
         f"--max-restarts N` the job restarts from its newest complete checkpoint; raise {flag} only if a rank "
         f"legitimately works alone that long (a large checkpoint or export). Backend said: {text.strip()[:300]}")
+    # the short form, for a job's failure reason (SageMaker keeps 1,024 characters of it)
+    timed_out.summary = f"{named} (collective timeout {limit}, {flag})" if named else \
+        f"collective timeout ({limit}, {flag}): {lead.strip()}"
+    return timed_out
 
 
 def peer_lost(error: BaseException) -> bool:

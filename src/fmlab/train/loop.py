@@ -333,9 +333,10 @@ def _collective_failure(error: RuntimeError, cfg: TrainConfig, trace: Collective
         if failure.report is not None and failure.report.ranks:
             named = failure.report.headline
         if failure.path is not None:
-            named += f" (collective trace: {failure.path}; `fmlab hangs {failure.path.parent}` compares them)"
+            print(f"collective trace: {failure.path} (`fmlab hangs {failure.path.parent}` compares the ranks')",
+                  file=sys.stderr, flush=True)
     flag = "--collective-timeout" if trace.phase == "training" else "--init-timeout"
-    timed_out = collective_timeout_error(error, trace.timeout_s, flag, named.strip())
+    timed_out = collective_timeout_error(error, trace.timeout_s, flag, named)
     if timed_out is None:
         print(f"error: a collective failed because a peer process closed its connection: {named or 'it died'}",
               file=sys.stderr, flush=True)
@@ -466,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except CollectiveTimeout as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
-        write_failure_file(str(e))
+        write_failure_file(getattr(e, "summary", "") or str(e))
         return 1
     return 0
 

@@ -45,6 +45,9 @@ def test_a_rank_that_left_no_trace_is_named_with_the_collective_and_step_the_oth
                                       "[[4096]] on group default_pg that ranks 0, 1, 3 waited in")
     assert "rank 0 failed with: Timed out waiting 3000ms" in str(report)
     assert analyze(survivors, world=5).ranks == [2, 4]  # a world given from outside counts too
+    stale = {**_trace(2, 4, _steps(3)), "attempt": 0}
+    restarted = [{**t, "attempt": 1} for t in survivors]
+    assert analyze([*restarted, stale]).ranks == [2]  # a trace from before a restart is not this failure's
 
 
 def test_a_rank_alive_but_behind_is_told_apart_from_a_dead_one():

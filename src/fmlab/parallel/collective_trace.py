@@ -110,7 +110,10 @@ class CollectiveTrace:
                     "state": e.get("state", ""),
                     "step": self.step_at(int(e.get("time_created_ns", 0)))}
                    for e in raw.get("entries", [])][-KEEP:]
+        from fmlab.parallel.mesh import restart_attempt
+
         return {"version": 1, "rank": rank, "world": world, "host": socket.gethostname(), "pid": os.getpid(),
+                "attempt": restart_attempt(),
                 "step": self.step, "timeout_s": self.timeout_s, "phase": self.phase, "recorder": "torch flight recorder" if raw else "none",
                 "failure": {"error": str(error)[:600], "at_ns": time.time_ns()}, "entries": entries}
 

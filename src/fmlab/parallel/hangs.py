@@ -124,6 +124,8 @@ def analyze(traces: list[dict], world: int | None = None) -> HangReport:
     if not traces:
         raise ValueError("no collective traces to analyze: every rank died before writing one, or the folder is "
                          "wrong (the run prints where it wrote them: 'collective trace: ...')")
+    newest = max(int(t.get("attempt", 0)) for t in traces)  # a restarted job's traces replace its earlier ones
+    traces = [t for t in traces if int(t.get("attempt", 0)) == newest]
     world = world or max(int(t.get("world", 0)) for t in traces)
     present = sorted(t["rank"] for t in traces)
     missing = sorted(set(range(world)) - set(present))

@@ -41,7 +41,7 @@ from fmlab.parallel.mesh import (
     restart_attempt,
     set_collective_timeout,
 )
-from fmlab.train import TrainConfig, main, train
+from fmlab.train import TrainConfig, main, parse_config, train
 from fmlab.train import faults as faults_module
 from fmlab.train.checkpoint import complete_checkpoints, latest
 from fmlab.train.config import TrainConfigError, check_collective_timeout, phase_timeouts
@@ -220,6 +220,9 @@ def test_the_collective_timeouts_have_two_phases_a_range_and_name_themselves_in_
     cfg = TrainConfig()
     assert (cfg.init_timeout, cfg.collective_timeout) == (300, 100)  # torchtitan's comm defaults
     assert phase_timeouts(cfg) == (300, 100) and phase_timeouts(TrainConfig(collective_timeout=900)) == (900, 900)
+    hps = parse_config([], env={"SM_HPS": '{"init_timeout": 120, "collective_timeout": 30}'})  # SageMaker's way
+    assert (hps.init_timeout, hps.collective_timeout) == (120, 30)
+    assert parse_config(["--init-timeout", "60", "--collective_timeout", "20"], env={}).init_timeout == 60
     assert check_collective_timeout(5) == 5
     for bad in (0, 0.5, 86401, float("nan")):
         with pytest.raises(TrainConfigError, match="--collective-timeout .* is outside 1..86400 seconds"):

@@ -171,7 +171,8 @@ def set_collective_timeout(seconds: float) -> int:
 
     if not dist.is_initialized() or dist.get_world_size() < 2:
         return 0
-    dist.barrier()
+    on_gpu = dist.get_backend() == "nccl"
+    dist.barrier(device_ids=[torch.cuda.current_device()] if on_gpu else None)  # NCCL: the device it runs on
     delta = datetime.timedelta(seconds=seconds)
     groups = list(c10d._world.pg_map)
     for group in groups:

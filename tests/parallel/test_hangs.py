@@ -45,6 +45,8 @@ def test_a_rank_that_left_no_trace_is_named_with_the_collective_and_step_the_oth
                                       "[[4096]] on group default_pg that ranks 0, 1, 3 waited in")
     assert "rank 0 failed with: Timed out waiting 3000ms" in str(report)
     assert analyze(survivors, world=5).ranks == [2, 4]  # a world given from outside counts too
+    died = analyze([_trace(0, 2, _steps(5), "Read error [127.0.0.1]:8588: Connection reset by peer")])
+    assert died.ranks == [1] and died.headline.endswith("it left no trace (its connection closed: the process died)")
     stale = {**_trace(2, 4, _steps(3)), "attempt": 0}
     restarted = [{**t, "attempt": 1} for t in survivors]
     assert analyze([*restarted, stale]).ranks == [2]  # a trace from before a restart is not this failure's

@@ -147,9 +147,12 @@ def analyze(traces: list[dict], world: int | None = None) -> HangReport:
     waiting = [r for r in present if r not in behind]
     if missing:
         names = ", ".join(str(r) for r in missing)
+        closed = all(any(w in failed[r].lower() for w in ("closed by peer", "reset by peer")) for r in present)
+        why = ("its connection closed: the process died" if closed and len(missing) == 1 else
+               "dead, frozen, or hung outside a collective")
         lines = [f"rank{'s' if len(missing) > 1 else ''} {names} stopped at step {step}: never entered collective "
                  f"{where} that rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} waited in; "
-                 f"{'they' if len(missing) > 1 else 'it'} left no trace (dead, frozen, or hung outside a collective)"]
+                 f"{'they' if len(missing) > 1 else 'it'} left no trace ({why})"]
         kind, ranks = "missing", missing
     elif behind:
         lines = [f"rank{'s' if len(behind) > 1 else ''} {', '.join(map(str, behind))} stopped issuing collectives "

@@ -134,15 +134,21 @@ def analyze(traces: list[dict], world: int | None = None) -> HangReport:
         report.world = world
         report.lines += [f"rank {r} left no trace (dead, frozen or hung)" for r in missing]
         return report
-    waits = {t["rank"]: _last(t) for t in traces}
-    waited = max((e for e in waits.values() if e is not None), key=lambda e: e["seq"], default=None)
+    lasts = [e for e in (_last(t) for t in traces) if e is not None]
+    # With a rank missing, the survivors' last collective issued first is where the job stopped (with subgroups a
+    # survivor can wait in a later one, on another survivor that waits on the missing rank). With none missing,
+    # it is a last collective that some rank of its group never issued.
+    unmatched = [e for e in lasts if any(e["seq"] not in g.get(e["group"], {e["seq"]: e})
+                                         for g in map(_by_group, traces))]
+    waited = min(lasts, key=lambda e: e["created_ns"]) if missing and lasts else \
+        max(unmatched or lasts, key=lambda e: e["created_ns"], default=None)
     if waited is None:
         return HangReport("none" if not missing else "missing", missing, "", None, present, world,
                           [f"ranks {present} issued no collective yet" + (f"; no trace from ranks {missing}" if missing else "")])
     where = _describe(waited)
     step = waited.get("step")
-    behind = sorted(r for r, t in ((t["rank"], t) for t in traces)
-                    if _by_group(t).get(waited["group"], {}).get(waited["seq"]) is None)
+    in_group = [t for t in traces if waited["group"] in _by_group(t)]  # ranks that issued on that group
+    behind = sorted(t["rank"] for t in in_group if waited["seq"] not in _by_group(t)[waited["group"]])
     failed = {t["rank"]: (t.get("failure") or {}).get("error", "") for t in traces}
     waiting = [r for r in present if r not in behind]
     if missing:

@@ -9,6 +9,7 @@
     fmlab data prepare --input data/corpus --output s3://bucket/data/v1 --seq-len 128 --vocab-size 512 --workers 2
     fmlab data inspect s3://bucket/data/v1
     fmlab job run|list|logs|describe|cleanup   (see fmlab.jobs.cli)
+    fmlab hangs out/collective-traces     (which rank stopped, in which collective, at which step)
 """
 
 from __future__ import annotations
@@ -328,6 +329,27 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                    help="the training entry point (same as python -m fmlab.train; --help lists its flags)")
 
 
+def _add_hangs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hangs", help="name the rank that stopped, from the collective traces a failed run wrote")
+    p.add_argument("folder", help="the run's trace folder (--trace-dir; default <output dir>/collective-traces)")
+    p.add_argument("--world", type=_number(int, 0, "--world"), default=None,
+                   help="the number of ranks (default: from the traces)")
+    p.set_defaults(func=cmd_hangs)
+
+
+def cmd_hangs(args: argparse.Namespace) -> int:
+    """Print the analyzer's report: 0 when it names a rank, 1 when no rank is to blame, 2 on bad input."""
+    from fmlab.parallel.hangs import analyze, load_traces
+
+    try:
+        report = analyze(load_traces(args.folder), args.world)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.ranks else 1
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse's parser, but a bad command line gets one line that says what to change (no usage block)."""
 
@@ -347,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(sub)
     _add_job(sub)
     _add_preflight(sub)
+    _add_hangs(sub)
     return parser
 
 

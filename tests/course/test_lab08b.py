@@ -63,3 +63,23 @@ def test_survivor_lines_hide_the_victims_confession_and_keep_both_backends_words
     assert any(ln.startswith("RuntimeError") and "Connection closed by peer" in ln for ln in lines)
     assert "  exitcode  : -9 (pid: 13219)  (SIGKILL)" in lines
     assert not any("File" in ln or "step=" in ln for ln in lines)
+
+
+def test_exercise_3_grades_rank_collective_and_step_from_traces(tmp_path):
+    """check_traces against hand-written traces: the right triple passes, a wrong step fails naming the step,
+    the unsolved stub and no cases fail."""
+    from fmlab.parallel.collective_trace import write_trace
+
+    folder = tmp_path / "case"
+    entries = [{"seq": s, "op": "gloo:all_reduce", "sizes": [[8]], "group": "default_pg", "step": (s + 1) // 2,
+                "created_ns": s} for s in range(1, 6)]
+    write_trace({"rank": 0, "world": 2, "entries": entries}, folder)
+    cases = {"c": lab08b.TraceCase("c", "a hang", folder, 2, rank=1, seq=5, step=3)}
+    assert lab08b.check_traces(lambda traces, world: (1, 5, 3), cases) is True
+    assert lab08b.check_traces(lambda traces, world: (1, 5, 2), cases) is False
+
+    def unsolved(traces, world):
+        raise NotImplementedError
+
+    assert lab08b.check_traces(unsolved, cases) is False
+    assert lab08b.check_traces(lambda traces, world: (1, 5, 3), {}) is False

@@ -136,7 +136,8 @@ def test_the_restart_download(deck, run):
 def test_the_fault_slides_quote_the_training_script(deck):
     from fmlab.train.config import TrainConfig
 
-    assert f"(`--collective-timeout`, **{TrainConfig.collective_timeout:.0f} s** by default)" in deck
+    assert (f"**{TrainConfig.init_timeout:.0f} s** while the group forms and through the first step "
+            f"(`--init-timeout`), **{TrainConfig.collective_timeout:.0f} s** after it (`--collective-timeout`)") in deck
     assert TrainConfig.keep_checkpoints == KEEP
     for text in ("`.incomplete-step_N`", "`corrupt-step_N`", "`COMPLETE` last", "`--max-restarts 1`",
                  "`TORCHELASTIC_RESTART_COUNT`", "`async_save`", "**staged to CPU memory**",

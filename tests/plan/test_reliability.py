@@ -6,8 +6,10 @@ import pytest
 
 from fmlab.plan.compute import PlanError
 from fmlab.plan.reliability import (
+    HANG_DETECTION_SECONDS,
     LLAMA3_405B,
     daly_interval_hours,
+    hang_detection_hours,
     job_mtbf_hours,
     transfer_hours,
     wasted_fraction,
@@ -39,6 +41,21 @@ def test_the_optimum_minimises_wasted_time():
     for other in (best / 3, best * 3):
         assert wasted_fraction(other, save, mtbf) > waste
     assert wasted_fraction(1.0, save, mtbf, restart_hours=0.5) > wasted_fraction(1.0, save, mtbf)
+
+
+def test_a_hang_costs_its_detection_time_once_per_failure():
+    """A hang is noticed only when a collective times out: 600 s (NCCL's default) against 100 s + the 5 s the
+    survivors wait for each other's traces (fmlab.train's default after the first step)."""
+    save, mtbf = 10 / 3600, 24.0
+    assert hang_detection_hours() == pytest.approx(105 / 3600)
+    assert hang_detection_hours(600, 0) == pytest.approx(HANG_DETECTION_SECONDS["NCCL default timeout (10 min)"] / 3600)
+    slow = wasted_fraction(1.0, save, mtbf, detection_hours=hang_detection_hours(600, 0))
+    fast = wasted_fraction(1.0, save, mtbf, detection_hours=hang_detection_hours())
+    assert slow - fast == pytest.approx((600 - 105) / 3600 / mtbf)  # each failure's extra wait, once per MTBF
+    with pytest.raises(PlanError, match="detection_hours must be >= 0"):
+        wasted_fraction(1.0, save, mtbf, detection_hours=-1)
+    with pytest.raises(PlanError, match="collective_timeout_s must be a positive"):
+        hang_detection_hours(0)
 
 
 def test_bad_numbers_are_refused():

@@ -78,3 +78,22 @@ def test_mpirun_starts_a_rank_per_device_on_every_instance_only_with_the_workaro
     assert summary["world_size"] == 2
     assert plain_done["TrainingJobStatus"] == "Failed"
     assert "mpirun would start 1 ranks in all (algo-1: 1, algo-2: 0)" in plain_done["FailureReason"]
+
+
+def test_a_hung_rank_on_another_instance_is_named_in_the_jobs_failure_reason(local_env):
+    """Rank 1 on algo-2 hangs at step 3: rank 0 on algo-1 times out (3 s), finds in the job's store that rank 1
+    published no trace, and its failure file, which the sandbox (like SageMaker) puts after `AlgorithmError: `,
+    names the rank, the collective and the step instead of torchrun's summary."""
+    data = jobs.course_dataset_uri("local")
+    spec = JobSpec("hung-rank", hyperparameters={"max_steps": 6, "micro_batch": 4, "log_every": 1, "tensorboard": False,
+                                                 "fault": "hang", "fault_step": 3, "fault_rank": 1,
+                                                 "collective_timeout": 3},
+                   inputs={"train": data}, instance_type="ml.g5.12xlarge", distribution="torchrun",
+                   instance_count=2, processes_per_host=1)
+    d = jobs.launch(spec, backend="local", quiet=True).wait(timeout=180)
+    assert d["TrainingJobStatus"] == "Failed"
+    reason = d["FailureReason"]
+    print("FailureReason:", reason.splitlines()[0])
+    assert reason.startswith("AlgorithmError: rank 1 stopped at step 3: never entered collective #"), reason[:400]
+    assert "that rank 0 waited in; it left no trace" in reason and "(collective timeout 3 s, --collective-timeout)" \
+        in reason

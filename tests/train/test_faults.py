@@ -31,15 +31,23 @@ from pathlib import Path
 import pytest
 import torch.distributed.checkpoint as dcp
 
+from fmlab.cli import main as main_cli
 from fmlab.data import course_dataset
 from fmlab.parallel import ParallelConfig, PlanError, init_distributed
-from fmlab.parallel.mesh import CollectiveTimeout, collective_timeout_error, restart_attempt
-from fmlab.train import TrainConfig, main, train
+from fmlab.parallel.mesh import (
+    CollectiveTimeout,
+    collective_timeout_error,
+    peer_lost,
+    restart_attempt,
+    set_collective_timeout,
+)
+from fmlab.train import TrainConfig, main, parse_config, train
 from fmlab.train import faults as faults_module
 from fmlab.train.checkpoint import complete_checkpoints, latest
-from fmlab.train.config import TrainConfigError, check_collective_timeout
+from fmlab.train.config import TrainConfigError, check_collective_timeout, phase_timeouts
 from fmlab.train.faults import Faults
 from fmlab.train.log import read_metrics
+from fmlab.train.loop import write_failure_file
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 8
@@ -62,8 +70,10 @@ class Launch:
         return next((t, line) for t, line in self.lines if line.startswith(start))
 
 
-def _torchrun(nproc: int, *args: str, cwd: Path, max_restarts: int = 0, timeout: float = 90) -> Launch:
-    """torchrun the entry script; every line is timed as it arrives; the whole process group dies on timeout."""
+def _torchrun(nproc: int, *args: str, cwd: Path, max_restarts: int = 0, timeout: float = 90,
+              until: str = "") -> Launch:
+    """torchrun the entry script; every line is timed as it arrives; the whole process group dies on timeout, or
+    as soon as a line starts with `until` (a frozen worker would keep torchrun in its 30 s grace period)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            "--max-restarts", str(max_restarts), str(ROOT / "entrypoints" / "train.py"), *args]
@@ -80,7 +90,13 @@ def _torchrun(nproc: int, *args: str, cwd: Path, max_restarts: int = 0, timeout:
     for r in readers:
         r.start()
     try:
-        proc.wait(timeout=timeout)
+        while until and proc.poll() is None and time.monotonic() - start < timeout:
+            if any(line.startswith(until) for _, line in list(lines)):
+                time.sleep(0.5)  # the rest of the line's burst
+                os.killpg(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+        proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # torchrun and every worker it started
         proc.wait()
@@ -109,7 +125,8 @@ def test_fault_settings_that_could_never_fire_are_refused_with_the_fix():
         return Faults.from_config(TrainConfig(**{"max_steps": 8, **kw}), rank=1, world_size=2, env={})
 
     assert faults() == Faults.none() and not faults(fault="none", fault_step=3).armed
-    with pytest.raises(TrainConfigError, match="--fault must be one of none, kill, hang, freeze, kill-save"):
+    with pytest.raises(TrainConfigError, match="--fault must be one of none, kill, hang, freeze, stall, skip, "
+                                               "kill-save"):
         faults(fault="explode", fault_step=3)
     with pytest.raises(TrainConfigError, match="--fault-step must be a step of the run, 1..8"):
         faults(fault="kill", fault_step=9)
@@ -121,6 +138,10 @@ def test_fault_settings_that_could_never_fire_are_refused_with_the_fix():
         faults(fault="kill-save", fault_step=8)
     assert faults(fault="kill-save", fault_step=8, checkpoint_dir="ck").armed is False  # rank 0 is struck, not 1
     assert faults(fault="kill-save", fault_step=8, fault_rank=1, checkpoint_dir="ck").armed  # the final save
+    with pytest.raises(TrainConfigError, match="--fault-seconds must say how long the rank stalls"):
+        faults(fault="stall", fault_step=1)
+    with pytest.raises(TrainConfigError, match="needs plain DDP \\(--sharding none --tp 1\\), not --sharding full"):
+        faults(fault="skip", fault_step=2, parallel=ParallelConfig(sharding="full"))
 
 
 def test_a_fault_fires_only_on_its_rank_and_in_its_attempt():
@@ -195,11 +216,21 @@ def test_kill_save_strikes_an_asynchronous_save_before_its_commit_can_begin(monk
     assert fault.fired and dcp.async_save() is written  # the hook took itself out
 
 
-def test_the_collective_timeout_has_a_range_and_names_itself_in_the_error(capsys):
-    assert TrainConfig().collective_timeout == 600 and check_collective_timeout(5) == 5
+def test_the_collective_timeouts_have_two_phases_a_range_and_name_themselves_in_the_error(capsys):
+    cfg = TrainConfig()
+    assert (cfg.init_timeout, cfg.collective_timeout) == (300, 100)  # torchtitan's comm defaults
+    assert phase_timeouts(cfg) == (300, 100) and phase_timeouts(TrainConfig(collective_timeout=900)) == (900, 900)
+    hps = parse_config([], env={"SM_HPS": '{"init_timeout": 120, "collective_timeout": 30}'})  # SageMaker's way
+    assert (hps.init_timeout, hps.collective_timeout) == (120, 30)
+    assert parse_config(["--init-timeout", "60", "--collective_timeout", "20"], env={}).init_timeout == 60
+    assert check_collective_timeout(5) == 5
     for bad in (0, 0.5, 86401, float("nan")):
         with pytest.raises(TrainConfigError, match="--collective-timeout .* is outside 1..86400 seconds"):
             check_collective_timeout(bad)
+    with pytest.raises(TrainConfigError, match="--init-timeout 0 is outside .* through the first step"):
+        TrainConfig(init_timeout=0).check()
+    with pytest.raises(TrainConfigError, match="--trace-collectives must be 0"):
+        TrainConfig(trace_collectives=-1).check()
     assert main(["--collective-timeout", "0"]) == 2  # refused before anything starts
     assert "is outside 1..86400 seconds" in capsys.readouterr().err
     with pytest.raises(PlanError, match="positive number of seconds"):
@@ -207,8 +238,21 @@ def test_the_collective_timeout_has_a_range_and_names_itself_in_the_error(capsys
     error = collective_timeout_error(RuntimeError("[pair.cc:129] Timed out waiting 5000ms for recv operation"), 5)
     assert isinstance(error, CollectiveTimeout) and "(5 s, --collective-timeout)" in str(error)
     assert "Timed out waiting 5000ms" in str(error)
+    named = collective_timeout_error(RuntimeError("Timed out"), 300, "--init-timeout", "rank 1 stopped: ...")
+    assert "(300 s, --init-timeout): rank 1 stopped: ..." in str(named)
+    assert named.summary == "rank 1 stopped: ... (collective timeout 300 s, --init-timeout)"
     assert collective_timeout_error(RuntimeError("Connection closed by peer"), 5) is None
+    assert peer_lost(RuntimeError("Read error [127.0.0.1]:1: Connection reset by peer")) and not peer_lost(error)
     assert collective_timeout_error(ValueError("timeout"), 5) is None
+    assert set_collective_timeout(3) == 0  # no process group: nothing to change
+
+
+def test_the_failure_file_is_written_once_per_host_and_only_inside_a_job(tmp_path):
+    path = tmp_path / "output" / "failure"
+    assert write_failure_file("rank 1 stopped", {"SM_OUTPUT_FAILURE": str(path)}) == str(path)
+    assert write_failure_file("rank 0 second", {"SM_OUTPUT_FAILURE": str(path)}) == str(path)
+    assert path.read_text() == "rank 1 stopped\n"  # the first rank's words stay
+    assert write_failure_file("anything", {}) == ""  # not in a job: nothing written
 
 
 # ---------------------------------------------------------------- two gloo processes under torchrun
@@ -266,11 +310,50 @@ def test_a_hung_peer_fails_the_run_within_the_collective_timeout(dataset, tmp_pa
     hung_at, _ = run.first("fault: rank 1 hangs")
     failed_at, error = run.first("error: a collective waited longer than the collective timeout")
     assert f"({timeout} s, --collective-timeout)" in error and "Timed out waiting 5000ms" in error
+    assert "rank 1 stopped at step 3: never entered collective #" in error and "that rank 0 waited in" in error
     detected = failed_at - hung_at
     print(f"hung peer detected after {detected:.2f} s (--collective-timeout {timeout}); torchrun ended after "
           f"{run.seconds:.1f} s with exit status {run.returncode}")
-    assert timeout - 0.5 < detected < timeout + 10  # the timeout, plus a loaded machine's slack
+    assert timeout - 0.5 < detected < timeout + 10  # the timeout, the traces gathered (1 s), a loaded machine
     assert run.seconds < 45
+
+
+@pytest.mark.distributed
+def test_a_frozen_rank_is_named_with_its_collective_and_step_in_the_error_the_trace_and_the_command(
+        dataset, tmp_path, capsys):
+    """SIGSTOP, as a host that stopped scheduling the process: the survivor's error names rank 1, the collective
+    and the step; its trace is on disk, and `fmlab hangs` reads the same verdict from it. With the default
+    timeouts (--init-timeout 300, --collective-timeout 100) the same drill named rank 1 105 s after the freeze
+    (measured once, 2 cores; too slow for the suite); here the training phase's timeout is 3 s."""
+    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--init-timeout", "30",
+                    "--collective-timeout", "3", "--output-dir", str(tmp_path / "out"), "--fault", "freeze",
+                    "--fault-step", "4", "--fault-rank", "1", cwd=tmp_path, timeout=90, until="error:")
+    frozen_at, _ = run.first("fault: rank 1 freezes (SIGSTOP) at step 4")
+    failed_at, error = run.first("error: a collective waited longer than the collective timeout (3 s, "
+                                 "--collective-timeout): rank 1 stopped at step 4: never entered collective #")
+    assert "that rank 0 waited in; it left no trace" in error
+    assert 2.5 < failed_at - frozen_at < 3 + 10, f"named {failed_at - frozen_at:.2f} s after the freeze"
+    assert "note: collective timeout 30 s -> 3 s after the first step" in run.text
+    traces = tmp_path / "out" / "collective-traces"
+    assert [p.name for p in traces.iterdir()] == ["rank-0.json"]  # the frozen rank wrote none
+    capsys.readouterr()
+    assert main_cli(["hangs", str(traces)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] in error
+
+
+@pytest.mark.distributed
+def test_a_slow_first_step_is_covered_by_the_long_timeout_and_the_same_stall_later_is_not(dataset, tmp_path):
+    """A rank that works alone 5 s (a large first forward, a compile) in step 1 is inside --init-timeout (30 s);
+    the same 5 s in step 3 is more than --collective-timeout (2 s), and the run fails naming it."""
+    args = ["--data", dataset, *COMMON, "--micro-batch", "4", "--init-timeout", "30", "--collective-timeout", "2",
+            "--fault", "stall", "--fault-seconds", "5", "--fault-rank", "1"]
+    first = _torchrun(2, *args, "--fault-step", "1", cwd=tmp_path, timeout=90)
+    assert first.returncode == 0, first.text[-3000:]
+    assert "fault: rank 1 stalls 5 s at step 1" in first.text
+    later = _torchrun(2, *args, "--fault-step", "3", cwd=tmp_path, timeout=90)
+    assert later.returncode != 0
+    _, error = later.first("error: a collective waited longer than the collective timeout (2 s, --collective-timeout)")
+    assert "rank 1 stopped at step 3: never entered collective #" in error
 
 
 @pytest.mark.distributed

@@ -5,7 +5,8 @@ Run: .venv/bin/pytest tests/train/test_notebooks_module08.py -q   (about 90 s: e
 Its figures are checked against the planner (failure rate, checkpoint size, Daly interval) and against what the
 runs did: a rank killed mid-run resumes to exactly the uninterrupted losses; a rank killed inside a save leaves
 a partial save that is never picked; a damaged checkpoint is set aside; a hung peer fails within the collective
-timeout; a 2-process checkpoint resumes on 1 process; the sandbox retries a job whose process was killed.
+timeout; a 2-process checkpoint resumes on 1 process; the sandbox retries a job whose process was killed; a hung
+rank of 4 and a rank that skipped an all-reduce are named from their collective traces.
 """
 
 import pytest
@@ -47,6 +48,11 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB
     assert rec["nb08.gather_fp32_gb"] == pytest.approx(4 * compute.param_count(catalog.model("gpt-30b")) / 1e9,
                                                        abs=0.1)
+    detection = rec["nb08.detection"]  # section 8: a hang's cost, and the hung rank named from the traces
+    assert detection["seconds"] == [600, 105] and detection["wasted_pct"][0] > detection["wasted_pct"][1]
+    hangs = rec["nb08.hangs"]
+    assert (hangs["hang"]["kind"], hangs["hang"]["ranks"], hangs["hang"]["step"]) == ("missing", [2], 3)
+    assert hangs["hang"]["seconds"] < 30 and hangs["skip"] == {"ranks": [1], "step": 3, "kind": "desync"}
     assert rec["nb08.seconds"] < 300  # a hang guard: every drill has its own timeout; 70-140 s on 2 cores
 
 

@@ -6,6 +6,8 @@
     drills = lab08b.run_drills(work)        # 4 failures made to happen here (about 30 s on 2 cores)
     lab08b.show_drills(drills)              # what the surviving rank, torchrun and the sandbox said
     lab08b.check_live(live_diagnosis, drills)  # ex2: {drill id: (cause, fix)}, against what actually happened
+    cases = lab08b.trace_cases(drills, work)   # the collective traces the survivors wrote, 4 cases (about 10 s)
+    lab08b.check_traces(who_stopped, cases)    # ex3: who_stopped(traces, world) -> (rank, collective #, step)
     lab08b.summary()                        # raises LabIncomplete while any check fails
 
 The quoted cases and the fixed lists are data, with their sources, in `fmlab.labs.zoo_cases`. The drills use
@@ -29,7 +31,7 @@ from fmlab.labs import Lab
 from fmlab.labs.world import fresh_folder
 from fmlab.labs.zoo_cases import CAUSES, FIRST_MINUTE, FIXES, QUOTED, READ
 
-LAB = Lab("lab 08b", ["ex1_quoted_cases", "ex2_live_drills"])
+LAB = Lab("lab 08b", ["ex1_quoted_cases", "ex2_live_drills", "ex3_hung_rank_from_traces"])
 
 COLLECTIVE_TIMEOUT = 3  # seconds the hung-rank drill's survivor waits (600 in a real job)
 DRILL_TIMEOUT = 120  # seconds any one drill may run before it is killed whole
@@ -189,7 +191,7 @@ def _hang_drill(data: str, base: Path) -> Drill:
                  ("find_straggler",),
                  nccl_words="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=ALLREDUCE, "
                             "Timeout(ms)=600000) ran for 600020 milliseconds before timing out (quoted case q04)",
-                 seconds=run.seconds)
+                 seconds=run.seconds, extra={"traces": base / "hang-out" / "collective-traces"})
 
 
 def _kill_drill(data: str, base: Path) -> Drill:
@@ -206,7 +208,8 @@ def _kill_drill(data: str, base: Path) -> Drill:
                  f"exit code {run.returncode}", ("restart_from_checkpoint",),
                  nccl_words="DistBackendError: NCCL error ... remote process exited or there was a network error "
                             "(ncclRemoteError; quoted case q06)",
-                 seconds=run.seconds, extra={"checkpoints": base / "kill-ck"})
+                 seconds=run.seconds, extra={"checkpoints": base / "kill-ck",
+                                             "traces": base / "kill-out" / "collective-traces"})
 
 
 def _damage_drill(killed: Drill, base: Path) -> Drill:
@@ -297,6 +300,100 @@ def check_live(live_diagnosis, drills: dict[str, Drill]) -> bool:
     if passed:
         print("what actually happened:\n  " + "\n  ".join(f"{d.id}: {d.evidence}" for d in drills.values()))
     return passed
+
+
+# ---------------------------------------------------------------- exercise 3: the hung rank, from traces
+
+
+@dataclass
+class TraceCase:
+    """One set of collective traces (rank-N.json) and the truth: the rank the fault struck, the collective the
+    others waited in (its number on the group) and the step."""
+
+    id: str
+    what: str
+    folder: Path
+    world: int
+    rank: int
+    seq: int
+    step: int
+
+
+def _seq_of(collective: str) -> int:
+    return int(collective.split()[0].lstrip("#"))
+
+
+def trace_cases(drills: dict[str, Drill], work: str | Path) -> dict[str, TraceCase]:
+    """The traces the live drills' survivors wrote, and two more made here in seconds on forked gloo processes
+    (fmlab.labs.hang_traces): a hung rank of 4 and a rank of 3 that skips an all-reduce. The collective number
+    of the truth is the analyzer's (fmlab.parallel.hangs); the rank and the step are the fault's own."""
+    from fmlab.labs.hang_traces import run_drill
+    from fmlab.parallel.hangs import analyze, load_traces
+
+    cases: dict[str, TraceCase] = {}
+    for drill_id, what in (("live_hang", "exercise 2's hang drill (torchrun, 2 processes)"),
+                           ("live_kill", "exercise 2's kill drill (torchrun, 2 processes)")):
+        folder = drills.get(drill_id, Drill("", "", [], "", "", ())).extra.get("traces")
+        if folder is None or not Path(folder).is_dir():
+            continue  # the survivor was stopped before it wrote a trace (a kill races torchrun's teardown)
+        report = analyze(load_traces(folder), 2)
+        if report.ranks == [1] and report.collective:
+            cases[drill_id] = TraceCase(drill_id, what, Path(folder), 2, 1, _seq_of(report.collective), FAULT_STEP)
+    base = fresh_folder(work, "traces")
+    for case_id, kind, world, rank, step, what in (
+            ("hang_4", "hang", 4, 3, 2, "4 forked gloo processes, 2 all-reduces per step"),
+            ("skip_3", "skip", 3, 0, 3, "3 forked gloo processes, 2 all-reduces per step")):
+        drill = run_drill(kind, base / case_id, world_size=world, rank=rank, step=step, timeout=2.0)
+        if drill.report.ranks == [rank] and drill.report.collective:
+            cases[case_id] = TraceCase(case_id, what, drill.folder, world, rank, _seq_of(drill.report.collective),
+                                       step)
+    return cases
+
+
+def show_traces(cases: dict[str, TraceCase], last: int = 4) -> None:
+    """Each case's traces: which ranks wrote one, and the newest `last` collectives of each."""
+    from fmlab.parallel.hangs import load_traces
+
+    for case in cases.values():
+        traces = load_traces(case.folder)
+        print(f"=== {case.id}: {case.what}; a world of {case.world}; traces from ranks {[t['rank'] for t in traces]}")
+        for t in traces:
+            for e in t["entries"][-last:]:
+                print(f"    rank {t['rank']}  #{e['seq']:<3} {e['op']:<16} {str(e['sizes']):<12} group {e['group']}  "
+                      f"step {e['step']}")
+        print()
+
+
+def check_traces(who_stopped, cases: dict[str, TraceCase]) -> bool:
+    """Exercise 3: who_stopped(traces, world) -> (rank, collective number, step) for every case."""
+    from fmlab.parallel.hangs import load_traces
+
+    ex = "ex3_hung_rank_from_traces"
+    hint = ("match collectives across ranks by their number on the group; a rank with no trace never entered the "
+            "one the others waited in (their last); a rank whose collective #k carries a later step than the "
+            "others' #k skipped their #k")
+    if not cases:
+        return LAB.report(ex, False, "no cases: run lab08b.trace_cases(drills, work) first")
+    wrong, right = [], []
+    for case in cases.values():
+        try:
+            got = who_stopped(load_traces(case.folder), case.world)
+        except NotImplementedError:
+            return LAB.report(ex, False, f"not answered yet: write who_stopped. Hint: {hint}")
+        except Exception as e:  # noqa: BLE001  (the learner's code)
+            wrong.append(f"{case.id}: who_stopped raised {type(e).__name__}: {e}")
+            continue
+        want = (case.rank, case.seq, case.step)
+        if not (isinstance(got, tuple | list) and len(got) == 3):
+            wrong.append(f"{case.id}: give (rank, collective number, step), got {got!r}")
+        elif tuple(got) != want:
+            named = [name for name, g, w in zip(("rank", "collective number", "step"), got, want, strict=True) if g != w]
+            wrong.append(f"{case.id}: the {' and the '.join(named)} {'is' if len(named) == 1 else 'are'} not right")
+        else:
+            right.append(f"{case.id}: rank {case.rank} stopped at collective #{case.seq}, step {case.step}")
+    if wrong:
+        return LAB.report(ex, False, f"{len(right)} of {len(cases)} right; " + " | ".join(wrong) + f". Hint: {hint}")
+    return LAB.report(ex, True, f"all {len(cases)} named:\n  " + "\n  ".join(right))
 
 
 def summary() -> None:

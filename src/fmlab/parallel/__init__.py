@@ -12,7 +12,8 @@ The order is fixed: tensor parallelism first (it replaces weights with DTensor s
 checkpointing / offloading (they wrap whole decoder layers), then FSDP or DDP (they shard or replicate what
 is left). All devices are arranged on one 3-D device mesh (dp_replicate, dp_shard, tp).
 
-Files: config.py (ParallelConfig, DistInfo), mesh.py (process group, backend, device mesh), recipe.py
+Files: config.py (ParallelConfig, DistInfo), mesh.py (process group, backend, device mesh, collective timeouts),
+collective_trace.py and hangs.py (each rank's last collectives, and the analyzer that names a hung rank), recipe.py
 (`parallelize`), one file per layout (ddp, fsdp, tensor, activations, precision, smp), linear.py (column/row
 parallel layers written by hand, the teaching version of tensor.py), smddp.py (SageMaker's data-parallel
 library: instances, launchers, the driver's command), traffic.py and scaling.py (the communication and

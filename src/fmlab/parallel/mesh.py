@@ -15,7 +15,8 @@ torch.accelerator needs no change": Neuron docs "TorchNeuron: Native PyTorch on 
 
 Two things make failures recoverable rather than endless (module 8):
 - `timeout` (seconds) becomes init_process_group's `timeout`: a collective, or the rendezvous, that waits that
-  long for a dead or hung peer raises an error on the ranks still alive (gloo: "Timed out waiting ...ms"; NCCL
+  long (fmlab.train passes its long first-phase timeout, then lowers it with `set_collective_timeout` after the
+  first step) for a dead or hung peer raises an error on the ranks still alive (gloo: "Timed out waiting ...ms"; NCCL
   needs TORCH_NCCL_ASYNC_ERROR_HANDLING=1, which torchrun sets), and `collective_timeout_error` turns that
   error into a CollectiveTimeout that names the setting. None keeps torch's default (30 min; NCCL 10 min).
 - Under torchrun (TORCHELASTIC_RESTART_COUNT is set; gloo and nccl, smddp keeps torch's own env:// setup) the
@@ -34,6 +35,7 @@ Two things make failures recoverable rather than endless (module 8):
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from dataclasses import dataclass
@@ -127,18 +129,56 @@ def restart_attempt(env=None) -> int:
         return 0
 
 
-def collective_timeout_error(error: BaseException, timeout: float | None) -> CollectiveTimeout | None:
-    """A CollectiveTimeout naming `timeout` if `error` is a backend's timeout (gloo: "Timed out waiting 5000ms
-    for recv operation", NCCL's watchdog: "Watchdog caught collective operation timeout"), else None."""
+def collective_timeout_error(error: BaseException, timeout: float | None, flag: str = "--collective-timeout",
+                             named: str = "") -> CollectiveTimeout | None:
+    """A CollectiveTimeout naming `timeout` (and the `flag` that set it) if `error` is a backend's timeout (gloo:
+    "Timed out waiting 5000ms for recv operation", NCCL's watchdog: "Watchdog caught collective operation
+    timeout"), else None. `named`: what the collective traces say (fmlab.parallel.hangs), put first."""
     text = str(error)
     if not isinstance(error, RuntimeError) or not any(w in text.lower() for w in ("timed out", "timeout")):
         return None
     limit = f"{timeout:g} s" if timeout else "torch's default timeout"
-    return CollectiveTimeout(
-        f"a collective waited longer than the collective timeout ({limit}, --collective-timeout): a peer process "
-        f"is dead or hung, see the other ranks' logs (or the host's health). With `torchrun --max-restarts N` the "
-        f"job restarts from its newest complete checkpoint; raise --collective-timeout only if a rank legitimately "
-        f"works alone that long (a large checkpoint or export). Backend said: {text.strip()[:300]}")
+    lead = f"{named}. " if named else "a peer process is dead or hung, see the other ranks' logs (or the host's health). "
+    timed_out = CollectiveTimeout(
+        f"a collective waited longer than the collective timeout ({limit}, {flag}): {lead}With `torchrun "
+        f"--max-restarts N` the job restarts from its newest complete checkpoint; raise {flag} only if a rank "
+        f"legitimately works alone that long (a large checkpoint or export). Backend said: {text.strip()[:300]}")
+    # the short form, for a job's failure reason (SageMaker keeps 1,024 characters of it)
+    timed_out.summary = f"{named} (collective timeout {limit}, {flag})" if named else \
+        f"collective timeout ({limit}, {flag}): {lead.strip()}"
+    return timed_out
+
+
+def peer_lost(error: BaseException) -> bool:
+    """True if `error` is a collective failing because a peer's connection closed (gloo: "Connection closed by
+    peer", "Connection reset by peer"): the peer process died."""
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(w in text for w in ("closed by peer", "reset by peer",
+                                                                        "broken pipe"))
+
+
+def set_collective_timeout(seconds: float) -> int:
+    """Give every process group of this process (the world and the mesh's subgroups) a new collective timeout;
+    returns how many groups changed. Call it on every rank at the same point: it starts with a barrier under the
+    old timeout, so no rank issues a collective under the new, shorter one while another is still in the
+    slower phase before it (torchtitan's set_pg_timeouts, torchtitan/distributed/utils.py, does the same).
+
+    torch 2.13 has no public call for this: torch.distributed.distributed_c10d._set_pg_timeout(timeout, group)
+    sets the default timeout of a group's gloo and NCCL backends (ProcessGroupGloo reads it for each new
+    collective; measured: a gloo group created with 60 s, set to 3 s, raises "Timed out waiting 3000ms")."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    if not dist.is_initialized() or dist.get_world_size() < 2:
+        return 0
+    on_gpu = dist.get_backend() == "nccl"
+    dist.barrier(device_ids=[torch.cuda.current_device()] if on_gpu else None)  # NCCL: the device it runs on
+    delta = datetime.timedelta(seconds=seconds)
+    groups = list(c10d._world.pg_map)
+    for group in groups:
+        with contextlib.suppress(ValueError):  # a group this rank is not in
+            c10d._set_pg_timeout(delta, group)
+    return len(groups)
 
 
 def join_process_group(backend: str, timeout: float | None) -> None:

@@ -13,7 +13,15 @@ Sources:
   restart dumps", FGCS 22(3)), tau = sqrt(2 delta M) [1 + sqrt(delta / 2M) / 3 + (delta / 2M) / 9] - delta for
   delta < 2M, else M; with delta the time to save a checkpoint and M the mean time between failures.
 - wasted time, first order: every interval of tau pays delta to save, and each failure (1/M per unit time)
-  loses on average half an interval plus the save in progress, plus the restart time R.
+  loses on average half an interval plus the save in progress, plus the restart time R, plus the time until
+  the failure is noticed D: a dead process is noticed at once, a hung one only when a collective times out.
+- detection time D of a hang = the collective timeout in force: torch's defaults are 30 min for gloo and 10 min
+  for NCCL (torch/distributed/constants.py; "Watchdog caught collective operation timeout ... ran for 600049
+  milliseconds" in practice); torchtitan waits 300 s while the group forms and through the first step, then
+  100 s (pytorch/torchtitan, torchtitan/config/configs/comm.py, CommConfig.init_timeout_seconds and
+  train_timeout_seconds, read 2026-11-24), and fmlab.train does the same (--init-timeout, --collective-timeout).
+
+    wasted_fraction(1.0, 10 / 3600, mtbf, detection_hours=hang_detection_hours())   # a hang costs 100 s + gather
 """
 
 from __future__ import annotations
@@ -79,15 +87,33 @@ def daly_interval_hours(save_hours: float, mtbf_hours: float) -> float:
     return math.sqrt(2 * delta * m) * (1 + math.sqrt(x) / 3 + x / 9) - delta
 
 
-def wasted_fraction(interval_hours: float, save_hours: float, mtbf_hours: float, restart_hours: float = 0.0) -> float:
-    """Fraction of wall-clock time not spent on new training: saving, redoing lost work, restarting."""
+def wasted_fraction(interval_hours: float, save_hours: float, mtbf_hours: float, restart_hours: float = 0.0,
+                    detection_hours: float = 0.0) -> float:
+    """Fraction of wall-clock time not spent on new training: saving, redoing lost work, noticing the failure
+    (`detection_hours`: for a hang, the collective timeout, hang_detection_hours()), restarting."""
     tau = _positive("interval_hours", interval_hours)
     delta, m = _positive("save_hours", save_hours), _positive("mtbf_hours", mtbf_hours)
-    if restart_hours < 0:
-        raise PlanError(f"restart_hours must be >= 0, not {restart_hours!r}")
+    for name, value in (("restart_hours", restart_hours), ("detection_hours", detection_hours)):
+        if not value >= 0:
+            raise PlanError(f"{name} must be >= 0, not {value!r}")
     saving = delta / (tau + delta)
-    lost = ((tau + delta) / 2 + restart_hours) / m
+    lost = ((tau + delta) / 2 + detection_hours + restart_hours) / m
     return min(1.0, saving + lost)
+
+
+# seconds from a hang to the run failing, by setting (see the module docstring for the sources)
+HANG_DETECTION_SECONDS = {
+    "NCCL default timeout (10 min)": 600.0,
+    "fmlab.train / torchtitan after the first step (100 s)": 100.0,
+}
+TRACE_GATHER_SECONDS = 5.0  # fmlab.train: the survivors then wait up to 5 s for each other's traces
+
+
+def hang_detection_hours(collective_timeout_s: float = 100.0, gather_s: float = TRACE_GATHER_SECONDS) -> float:
+    """Hours from a rank hanging to the run failing with the rank named: the collective timeout in force after
+    the first step, plus the survivors' wait for each other's traces (measured in fmlab.train with the default
+    settings, 2 gloo processes, one SIGSTOPped: 105.1 s)."""
+    return (_positive("collective_timeout_s", collective_timeout_s) + max(0.0, gather_s)) / 3600
 
 
 def transfer_hours(gigabytes: float, gigabytes_per_second: float) -> float:

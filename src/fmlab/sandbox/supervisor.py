@@ -323,7 +323,10 @@ class Supervisor:
                         f"({service_retry.SOURCE})")
         head = f"{kind}: {written} on {host.name}"
         reason = f"{head}. Last lines of its log:\n{tail}"
-        return reason if len(reason) <= FAILURE_REASON_MAX else reason[:120] + " ... " + reason[-(FAILURE_REASON_MAX - 125):]
+        if len(reason) <= FAILURE_REASON_MAX:
+            return reason
+        head = head if len(head) <= FAILURE_REASON_MAX // 2 else head[:FAILURE_REASON_MAX // 2 - 4] + " ..."
+        return f"{head}. Last lines of its log:\n... " + tail[-(FAILURE_REASON_MAX - len(head) - 30):]  # the script's own words whole
 
     def sync_checkpoints(self, final: bool = False) -> None:
         if not self.checkpoint_uri:

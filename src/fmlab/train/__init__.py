@@ -16,7 +16,8 @@ Files, in the order data flows through a run:
 - ranks.py              rank, world, barrier, gather for the checkpoint code (a world of 1 needs no group)
 - export.py             the trained model as a Hugging Face folder
 - evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
-- faults.py             fault injection for recovery drills: kill, hang or freeze a rank, kill it mid-save
+- faults.py             fault injection for recovery drills: kill, hang, freeze or stall a rank, make it skip an
+                        all-reduce, kill it mid-save
 - stall.py              how long a synchronous or asynchronous save stalls training (notebook 08)
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)
 - cache.py              train_cached(): a run trained once per content (code, settings, data) under build/cache/runs/

@@ -59,11 +59,18 @@ class TrainConfig:
     async_checkpoint: bool = False  # save in the background (DCP async_save); committed only once fully written
     resume: str = "auto"  # "auto": newest complete checkpoint in checkpoint_dir; "none"; or a checkpoint path
     stop_after: int = 0  # stop after this step as if the job were killed (resume drills); 0: run to max_steps
-    collective_timeout: float = 600.0  # seconds a collective may wait for a dead or hung peer before the run fails
+    # two phases, torchtitan's CommConfig.init_timeout_seconds=300 / train_timeout_seconds=100 (pytorch/torchtitan,
+    # torchtitan/config/configs/comm.py, read 2026-11-24): long while the group forms and the first step runs
+    # (compilation, a large first forward), short afterwards, so a hang is found in under two minutes
+    init_timeout: float = 300.0  # seconds a collective may wait while the group forms and through the first step
+    collective_timeout: float = 100.0  # seconds a collective may wait for a dead or hung peer after the first step
+    trace_collectives: int = 2000  # each rank keeps its last N collectives (PyTorch's Flight Recorder); 0: off
+    trace_dir: str = ""  # where each surviving rank writes its trace on a failure; default <output_dir>/collective-traces
     # recovery drills (fmlab.train.faults), off by default; a fault fires only in torchrun attempt fault_attempt
-    fault: str = "none"  # none | kill (SIGKILL) | hang | freeze (SIGSTOP) | kill-save (mid-save) | lose-host (sandbox)
+    fault: str = "none"  # none | kill | hang | freeze (SIGSTOP) | stall | skip | kill-save | lose-host (sandbox)
     fault_step: int = 0  # the step it strikes (kill-save: inside its save; the others: before its forward pass)
     fault_rank: int = 0  # the global rank it strikes
+    fault_seconds: float = 0.0  # how long --fault stall sleeps before carrying on
     fault_attempt: int = 0  # the TORCHELASTIC_RESTART_COUNT it fires in: 0, the first start (restarts run clean)
     peak_tflops: float = 0.0  # device peak for MFU; 0: from the instance type or GPU name (none on a CPU)
     save_first_grads: str = ""  # write step 1's gradients (after DDP's all-reduce) to this safetensors file
@@ -94,6 +101,9 @@ class TrainConfig:
         if self.eval_sequences < 0 or self.eval_every < 0:
             raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
         check_collective_timeout(self.collective_timeout)
+        check_collective_timeout(self.init_timeout, "--init-timeout")
+        if self.trace_collectives < 0:
+            raise TrainConfigError("--trace-collectives must be 0 (off) or the number of collectives each rank keeps")
         if world is not None:
             self.parallel.check(world, catalog.model(self.model))
         self.parallel.check_trainable()
@@ -216,16 +226,23 @@ def parse_config(argv: list[str] | None = None, env: dict | None = None) -> Trai
     return build_config({**values, "ignored": ignored + unknown})
 
 
-def check_collective_timeout(seconds: float) -> float:
-    """`seconds` if it is a usable --collective-timeout, else TrainConfigError saying what it is for."""
+def check_collective_timeout(seconds: float, flag: str = "--collective-timeout") -> float:
+    """`seconds` if it is a usable --collective-timeout (or --init-timeout), else TrainConfigError saying what
+    it is for."""
     low, high = COLLECTIVE_TIMEOUT_RANGE
     if not low <= seconds <= high:  # NaN fails too
+        default = TrainConfig.init_timeout if flag == "--init-timeout" else TrainConfig.collective_timeout
         raise TrainConfigError(
-            f"--collective-timeout {seconds:g} is outside {low:g}..{high:g} seconds. It is how long a collective "
-            f"waits for a dead or hung peer before the run fails: the default {TrainConfig.collective_timeout:g} s "
-            f"suits most runs; a failure drill may use 5 to 30; never less than the longest time one rank works "
-            f"alone (a checkpoint save, the final export)")
+            f"{flag} {seconds:g} is outside {low:g}..{high:g} seconds. It is how long a collective waits for a "
+            f"dead or hung peer before the run fails ({'while the group forms and through the first step' if flag == '--init-timeout' else 'after the first step'}): "
+            f"the default {default:g} s suits most runs; a failure drill may use 3 to 30; never less than the "
+            f"longest time one rank works alone (a checkpoint save, the final export)")
     return seconds
+
+
+def phase_timeouts(cfg: TrainConfig) -> tuple[float, float]:
+    """(first phase, training phase) collective timeouts of a run: the first never shorter than the second."""
+    return max(cfg.init_timeout, cfg.collective_timeout), cfg.collective_timeout
 
 
 def adopt_mpi_environment(env: dict | None = None) -> bool:

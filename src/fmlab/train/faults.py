@@ -5,6 +5,8 @@
         --fault kill --fault-step 5 --fault-rank 1
     # rank 1 hangs before step 5: rank 0 fails after --collective-timeout seconds, it never waits forever
     torchrun --nproc-per-node 2 -m fmlab.train --collective-timeout 5 --fault hang --fault-step 5 --fault-rank 1
+    # rank 1 freezes at step 5 with the default timeouts: rank 0 names it within 2 minutes (fmlab.parallel.hangs)
+    torchrun --nproc-per-node 2 -m fmlab.train --max-steps 8 --fault freeze --fault-step 5 --fault-rank 1
     # rank 1 dies inside the save of step 4, its shards written, before the commit: the previous checkpoint is used
     torchrun --nproc-per-node 2 --max-restarts 1 -m fmlab.train --checkpoint-dir ck --checkpoint-every 2 \\
         --fault kill-save --fault-step 4 --fault-rank 1
@@ -23,6 +25,11 @@ Each kind looks to the other ranks like the real fault it stands for:
   freeze     SIGSTOP at the start of step N: the same to the others, but the process is frozen (a host that
              stopped scheduling it). A stopped process keeps SIGTERM pending, so torchrun waits its 30 s grace
              before it sends SIGKILL: a frozen peer costs the timeout plus 30 s.
+  stall      sleeps --fault-seconds at the start of step N, then carries on: a slow rank, not a dead one (a large
+             first forward, a compile); at step 1 the long first-phase timeout (--init-timeout) must absorb it.
+  skip       at step N the rank skips its share of the gradient all-reduce (DDP's no_sync; plain DDP only):
+             a rank-dependent branch around a collective. Its later collectives are one out of step with
+             the others' (a desync), which the collective traces name (fmlab.parallel.hangs).
   kill-save  SIGKILL inside the checkpoint save of step N, once this rank's shards are written (the
              torch.distributed.checkpoint save returned) and before the commit (its rank file, the rename to
              step_N, the COMPLETE marker): the save stays `.incomplete-step_N`, which a resume never picks.
@@ -47,7 +54,7 @@ from pathlib import Path
 from fmlab.parallel.mesh import restart_attempt
 from fmlab.train.config import TrainConfig, TrainConfigError
 
-KINDS = ("none", "kill", "hang", "freeze", "kill-save", "lose-host")
+KINDS = ("none", "kill", "hang", "freeze", "stall", "skip", "kill-save", "lose-host")
 # The sandbox tells each host's processes where to leave the mark of a lost instance (fmlab.sandbox.supervisor).
 LOST_MARKER_VARIABLE = "FMLAB_SANDBOX_LOST_MARKER"
 _MID_SAVE = "killed (SIGKILL) in a checkpoint save, shards written, before the commit,"
@@ -59,6 +66,7 @@ class Faults:
 
     kind: str = "none"
     step: int = 0
+    seconds: float = 0.0  # how long a stall sleeps
     rank: int = 0  # the global rank it strikes
     attempt: int = 0  # the restart attempt (TORCHELASTIC_RESTART_COUNT) it fires in
     armed: bool = False  # True on the rank and attempt it fires in
@@ -85,6 +93,11 @@ class Faults:
         if not 0 <= cfg.fault_rank < world_size:
             raise TrainConfigError(f"{flag}: --fault-rank {cfg.fault_rank} is not a rank of this world of "
                                    f"{world_size} processes (0..{world_size - 1})")
+        if kind == "stall" and not cfg.fault_seconds > 0:
+            raise TrainConfigError(f"{flag}: --fault-seconds must say how long the rank stalls (seconds > 0)")
+        if kind == "skip" and (cfg.parallel.sharding != "none" or cfg.parallel.tp != 1):
+            raise TrainConfigError(f"{flag}: skips DDP's gradient all-reduce, so it needs plain DDP (--sharding none "
+                                   f"--tp 1), not --sharding {cfg.parallel.sharding} --tp {cfg.parallel.tp}")
         if cfg.fault_attempt < 0:
             raise TrainConfigError(f"{flag}: --fault-attempt must be 0 (the first start) or more")
         if kind == "kill-save":
@@ -99,7 +112,7 @@ class Faults:
             if cfg.checkpoint_dir else None
         already = marker is not None and marker.exists()  # a SageMaker retry copies it back with the checkpoints
         armed = rank == cfg.fault_rank and restart_attempt(env) == cfg.fault_attempt and not already
-        return cls(kind, cfg.fault_step, cfg.fault_rank, cfg.fault_attempt, armed, marker=marker)
+        return cls(kind, cfg.fault_step, cfg.fault_seconds, cfg.fault_rank, cfg.fault_attempt, armed, marker=marker)
 
     def _strike(self, what: str, sig: int | None) -> None:
         self.fired = True
@@ -125,10 +138,21 @@ class Faults:
             self._strike("loses its instance (SIGKILL)", signal.SIGKILL)
         elif self.kind == "freeze":
             self._strike("freezes (SIGSTOP)", signal.SIGSTOP)  # until SIGCONT, or torchrun's SIGKILL
+        elif self.kind == "stall":
+            self._strike(f"stalls {self.seconds:g} s", None)
+            time.sleep(self.seconds)
         elif self.kind == "hang":
             self._strike("hangs (sleeps for ever, joins no collective)", None)
             while True:
                 time.sleep(3600)
+
+    def skipping(self, step: int, model):
+        """Around the step's forward and backward: for skip, DDP's no_sync(), so this rank issues no gradient
+        all-reduce in `step` while the others do."""
+        if not (self.armed and not self.fired and self.kind == "skip" and step == self.step):
+            return contextlib.nullcontext()
+        self._strike("skips its gradient all-reduce", None)
+        return model.no_sync()
 
     @contextlib.contextmanager
     def saving(self, step: int):

@@ -15,8 +15,15 @@ It logs loss, learning rate, tokens/s, model TFLOP/s per device and MFU (fmlab.t
 `--checkpoint-every` steps (fmlab.train.checkpoint: sharded, atomic, resumable), resumes from the newest complete
 checkpoint, and exports the final model as a Hugging Face folder to the model dir.
 
-Failures (module 8): a collective that waits `--collective-timeout` seconds (default 600) for a dead or hung
-peer raises CollectiveTimeout instead of waiting forever (exit status 1); under `torchrun --max-restarts N` every
+Failures (module 8): collectives time out in two phases, as torchtitan's do: `--init-timeout` (300 s) while the
+group forms and through the first step (compilation, a large first forward), then `--collective-timeout` (100 s)
+for every later collective (fmlab.parallel.mesh.set_collective_timeout). A collective that waits that long for a
+dead or hung peer raises CollectiveTimeout instead of waiting forever (exit status 1), and its message names the
+rank that stopped, the collective and the step: every rank keeps its last `--trace-collectives` collectives
+(PyTorch's Flight Recorder, fmlab.parallel.collective_trace), each surviving rank writes its trace to
+`--trace-dir` (default <output dir>/collective-traces) and they compare notes (fmlab.parallel.hangs; `fmlab hangs
+DIR` reads the files afterwards). In a SageMaker job the verdict is also the job's failure file
+(/opt/ml/output/failure, FailureReason). Under `torchrun --max-restarts N` every
 restart attempt gets its own process-group keys (fmlab.parallel.mesh) and resumes from the newest complete
 checkpoint, also on another number of processes when the data position re-splits (fmlab.data.sampler). Drills:
 `--fault kill|hang|freeze|kill-save --fault-step N --fault-rank R` (fmlab.train.faults).
@@ -39,6 +46,7 @@ from fmlab.train.config import (
     TrainConfigError,
     adopt_mpi_environment,
     parse_config,
+    phase_timeouts,
     sagemaker_defaults,
     warmup_cosine,
 )
@@ -48,6 +56,7 @@ if TYPE_CHECKING:  # the run state's types; torch and the data stack are importe
 
     from fmlab.data import PackedDataset, ResumableSampler
     from fmlab.parallel import DistInfo
+    from fmlab.parallel.collective_trace import CollectiveTrace
     from fmlab.plan.catalog import ModelPreset
     from fmlab.train.checkpoint import Checkpointer
     from fmlab.train.faults import Faults
@@ -211,21 +220,24 @@ class Run:
     faults: Faults
     start_step: int = 0
     val_ds: PackedDataset | None = None  # the held-out split, when the run evaluates
+    trace: CollectiveTrace | None = None  # this rank's last collectives, written out when one fails
 
 
-def _setup(cfg: TrainConfig) -> Run:
-    """Join the world, check the layout, open the data, build and parallelize the model, resume if asked."""
+def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
+    """Join the world (with the first phase's long timeout and the collective trace on), check the layout, open
+    the data, build and parallelize the model, resume if asked."""
     from fmlab.data import ResumableSampler
     from fmlab.models import build_model
     from fmlab.parallel import init_distributed, parallelize
-    from fmlab.parallel.mesh import restart_attempt
+    from fmlab.parallel.mesh import resolve_backend, restart_attempt
     from fmlab.plan import catalog
     from fmlab.train.faults import Faults
 
     cfg.check()
     preset = catalog.model(cfg.model)
     adopt_mpi_environment()
-    dist = init_distributed(cfg.parallel, timeout=cfg.collective_timeout)
+    trace.enable(resolve_backend(cfg.parallel))
+    dist = init_distributed(cfg.parallel, timeout=trace.timeout_s)
     cfg.check(dist.world_size)
     faults = Faults.from_config(cfg, dist.rank, dist.world_size)
     if dist.rank == 0 and cfg.ignored:
@@ -248,7 +260,7 @@ def _setup(cfg: TrainConfig) -> Run:
                                f"than one micro-batch of {cfg.micro_batch}: lower --micro-batch or use more data")
     model = parallelize(build_model(preset, seed=cfg.seed), cfg.parallel, dist)
     optimizer, scheduler = build_optimizer(model, cfg)
-    run = Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, None, faults, val_ds=val_ds)
+    run = Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, None, faults, val_ds=val_ds, trace=trace)
     _resume(run)
     return run
 
@@ -281,20 +293,55 @@ def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) training as `cfg` says, on this process's share of the world; returns what happened."""
     import torch.distributed as tdist
 
-    from fmlab.parallel.mesh import collective_timeout_error
+    from fmlab.parallel.collective_trace import CollectiveTrace
 
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)  # clip's 2-D norm notice
     created_group = not (tdist.is_available() and tdist.is_initialized())
+    trace = CollectiveTrace(cfg.trace_collectives, trace_dir(cfg), timeout_s=phase_timeouts(cfg)[0])
     try:
-        return _loop(_setup(cfg), time.perf_counter())
+        return _loop(_setup(cfg, trace), time.perf_counter())
     except RuntimeError as e:
-        timed_out = collective_timeout_error(e, cfg.collective_timeout)
-        if timed_out is None:
+        failure = _collective_failure(e, cfg, trace)
+        if failure is e:
             raise
-        raise timed_out from e
+        raise failure from e
     finally:
         if created_group and tdist.is_available() and tdist.is_initialized():
             tdist.destroy_process_group()
+
+
+def trace_dir(cfg: TrainConfig) -> str:
+    """Where each rank writes its collective trace when a collective fails ("" : nowhere, shared only)."""
+    return cfg.trace_dir or (str(Path(cfg.output_dir) / "collective-traces") if cfg.output_dir else "")
+
+
+def _collective_failure(error: RuntimeError, cfg: TrainConfig, trace: CollectiveTrace) -> BaseException:
+    """The error to raise for `error`: a CollectiveTimeout naming the rank that stopped, the collective and the
+    step when a collective timed out; `error` itself otherwise (a peer that died is named on stderr first)."""
+    import torch.distributed as tdist
+
+    from fmlab.parallel.mesh import collective_timeout_error, peer_lost
+
+    lost = peer_lost(error)
+    if collective_timeout_error(error, trace.timeout_s) is None and not lost:
+        return error
+    named = ""
+    if tdist.is_available() and tdist.is_initialized():
+        if lost:
+            trace.gather_seconds = 1.0  # torchrun stops the survivors soon after a worker dies
+        failure = trace.on_failure(error)
+        if failure.report is not None and failure.report.ranks:
+            named = failure.report.headline
+        if failure.path is not None:
+            print(f"collective trace: {failure.path} (`fmlab hangs {failure.path.parent}` compares the ranks')",
+                  file=sys.stderr, flush=True)
+    flag = "--collective-timeout" if trace.phase == "training" else "--init-timeout"
+    timed_out = collective_timeout_error(error, trace.timeout_s, flag, named)
+    if timed_out is None:
+        print(f"error: a collective failed because a peer process closed its connection: {named or 'it died'}",
+              file=sys.stderr, flush=True)
+        return error
+    return timed_out
 
 
 def _loop(run: Run, started: float) -> TrainResult:
@@ -313,13 +360,17 @@ def _loop(run: Run, started: float) -> TrainResult:
     saved, losses, val_losses, window_loss = "", {}, {}, 0.0
     run.model.train()
     for step in range(run.start_step + 1, last_step + 1):
+        run.trace.at_step(step)
         run.faults.before_step(step)
         with timer.data():
             micro_batches = [next(data) for _ in range(cfg.grad_accum)]
         lr = run.optimizer.param_groups[0]["lr"]
-        window_loss = window_loss + train_step(run.model, run.optimizer, run.scheduler, micro_batches,
-                                               cfg.grad_clip, _first_gradients(cfg, dist, step))
+        with run.faults.skipping(step, run.model):
+            window_loss = window_loss + train_step(run.model, run.optimizer, run.scheduler, micro_batches,
+                                                   cfg.grad_clip, _first_gradients(cfg, dist, step))
         timer.step_done()
+        if step == run.start_step + 1:
+            _enter_training_phase(run)
         if step % cfg.log_every == 0 or step == last_step:
             losses[step] = _log_window(log, timer, step, window_loss, lr, tokens_per_step, dist)
             window_loss = 0.0
@@ -331,6 +382,19 @@ def _loop(run: Run, started: float) -> TrainResult:
             saved = _save(run, step)
     tokens_per_s = timer.steady_rate(tokens_per_step)
     return _finish(run, log, last_step, saved, losses, val_losses, tokens_per_s, flops, started)
+
+
+def _enter_training_phase(run: Run) -> None:
+    """After the first step: every collective from now on gets the short --collective-timeout."""
+    from fmlab.parallel.mesh import set_collective_timeout
+
+    first, second = phase_timeouts(run.cfg)
+    if run.dist.world_size > 1 and second < first:
+        set_collective_timeout(second)
+        if run.dist.rank == 0:
+            print(f"note: collective timeout {first:g} s -> {second:g} s after the first step (--init-timeout, "
+                  f"--collective-timeout)", flush=True)
+    run.trace.timeout_s, run.trace.phase = second, "training"
 
 
 def _first_gradients(cfg: TrainConfig, dist: DistInfo, step: int):
@@ -403,8 +467,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except CollectiveTimeout as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
+        write_failure_file(getattr(e, "summary", "") or str(e))
         return 1
     return 0
+
+
+def write_failure_file(text: str, env=None) -> str:
+    """Leave `text` as the job's failure reason, SageMaker's /opt/ml/output/failure (the sandbox's host folder
+    gives its own path in SM_OUTPUT_FAILURE); the first rank to write wins. Returns the path, or "" outside a
+    job."""
+    import os
+
+    env = os.environ if env is None else env
+    path = env.get("SM_OUTPUT_FAILURE") or ("/opt/ml/output/failure" if "SM_TRAINING_ENV" in env else "")
+    if not path:
+        return ""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x") as f:  # exclusive: the ranks of one host share the file
+            f.write(text[:1000] + "\n")
+    except OSError:
+        pass
+    return path
 
 
 def exit_process(code: int):

@@ -44,10 +44,10 @@ def test_the_optimum_minimises_wasted_time():
 
 
 def test_a_hang_costs_its_detection_time_once_per_failure():
-    """A hang is noticed only when a collective times out: 600 s (NCCL's default) against 100 s + the 5 s the
+    """A hang is noticed only when a collective times out: 600 s (NCCL's default) against 80 s + the 5 s the
     survivors wait for each other's traces (fmlab.train's default after the first step)."""
     save, mtbf = 10 / 3600, 24.0
-    assert hang_detection_hours() == pytest.approx(105 / 3600)
+    assert hang_detection_hours() == pytest.approx(85 / 3600)
     assert hang_detection_hours(600, 0) == pytest.approx(HANG_DETECTION_SECONDS["NCCL default timeout (10 min)"] / 3600)
     slow = wasted_fraction(1.0, save, mtbf, detection_hours=hang_detection_hours(600, 0))
     fast = wasted_fraction(1.0, save, mtbf, detection_hours=hang_detection_hours())

@@ -19,9 +19,11 @@ Sources:
   for NCCL (torch/distributed/constants.py; "Watchdog caught collective operation timeout ... ran for 600049
   milliseconds" in practice); torchtitan waits 300 s while the group forms and through the first step, then
   100 s (pytorch/torchtitan, torchtitan/config/configs/comm.py, CommConfig.init_timeout_seconds and
-  train_timeout_seconds, read 2026-11-24), and fmlab.train does the same (--init-timeout, --collective-timeout).
+  train_timeout_seconds, read 2026-11-24); fmlab.train waits 300 s, then 80 s (--init-timeout,
+  --collective-timeout), because torchrun adds 30 s before it SIGKILLs a frozen worker on its host
+  (torch/distributed/elastic/agent/server/local_elastic_agent.py, _shutdown(timeout=30)): 80 + 5 + 30 < 120 s.
 
-    wasted_fraction(1.0, 10 / 3600, mtbf, detection_hours=hang_detection_hours())   # a hang costs 100 s + gather
+    wasted_fraction(1.0, 10 / 3600, mtbf, detection_hours=hang_detection_hours())   # a hang costs 80 s + gather
 """
 
 from __future__ import annotations
@@ -104,15 +106,16 @@ def wasted_fraction(interval_hours: float, save_hours: float, mtbf_hours: float,
 # seconds from a hang to the run failing, by setting (see the module docstring for the sources)
 HANG_DETECTION_SECONDS = {
     "NCCL default timeout (10 min)": 600.0,
-    "fmlab.train / torchtitan after the first step (100 s)": 100.0,
+    "torchtitan after the first step (100 s)": 100.0,
+    "fmlab.train after the first step (80 s)": 80.0,
 }
 TRACE_GATHER_SECONDS = 5.0  # fmlab.train: the survivors then wait up to 5 s for each other's traces
 
 
-def hang_detection_hours(collective_timeout_s: float = 100.0, gather_s: float = TRACE_GATHER_SECONDS) -> float:
+def hang_detection_hours(collective_timeout_s: float = 80.0, gather_s: float = TRACE_GATHER_SECONDS) -> float:
     """Hours from a rank hanging to the run failing with the rank named: the collective timeout in force after
     the first step, plus the survivors' wait for each other's traces (measured in fmlab.train with the default
-    settings, 2 gloo processes, one SIGSTOPped: 105.1 s)."""
+    settings, 2 gloo processes, one SIGSTOPped: 105.1 s with a 100 s timeout)."""
     return (_positive("collective_timeout_s", collective_timeout_s) + max(0.0, gather_s)) / 3600
 
 

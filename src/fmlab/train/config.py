@@ -59,11 +59,13 @@ class TrainConfig:
     async_checkpoint: bool = False  # save in the background (DCP async_save); committed only once fully written
     resume: str = "auto"  # "auto": newest complete checkpoint in checkpoint_dir; "none"; or a checkpoint path
     stop_after: int = 0  # stop after this step as if the job were killed (resume drills); 0: run to max_steps
-    # two phases, torchtitan's CommConfig.init_timeout_seconds=300 / train_timeout_seconds=100 (pytorch/torchtitan,
+    # two phases, as torchtitan's CommConfig (init_timeout_seconds=300, train_timeout_seconds=100; pytorch/torchtitan,
     # torchtitan/config/configs/comm.py, read 2026-11-24): long while the group forms and the first step runs
-    # (compilation, a large first forward), short afterwards, so a hang is found in under two minutes
+    # (compilation, a large first forward), short afterwards. After it 80 s, not torchtitan's 100: torchrun waits
+    # 30 s more before it SIGKILLs a frozen worker (torch/distributed/elastic/agent/server/local_elastic_agent.py,
+    # _shutdown's timeout=30), and 80 + 5 (traces) + 30 keeps a hung job's failure under two minutes
     init_timeout: float = 300.0  # seconds a collective may wait while the group forms and through the first step
-    collective_timeout: float = 100.0  # seconds a collective may wait for a dead or hung peer after the first step
+    collective_timeout: float = 80.0  # seconds a collective may wait for a dead or hung peer after the first step
     trace_collectives: int = 2000  # each rank keeps its last N collectives (PyTorch's Flight Recorder); 0: off
     trace_dir: str = ""  # where each surviving rank writes its trace on a failure; default <output_dir>/collective-traces
     # recovery drills (fmlab.train.faults), off by default; a fault fires only in torchrun attempt fault_attempt

@@ -51,7 +51,7 @@ def test_a_hang_costs_its_detection_time_once_per_failure():
     assert hang_detection_hours(600, 0) == pytest.approx(HANG_DETECTION_SECONDS["NCCL default timeout (10 min)"] / 3600)
     slow = wasted_fraction(1.0, save, mtbf, detection_hours=hang_detection_hours(600, 0))
     fast = wasted_fraction(1.0, save, mtbf, detection_hours=hang_detection_hours())
-    assert slow - fast == pytest.approx((600 - 105) / 3600 / mtbf)  # each failure's extra wait, once per MTBF
+    assert slow - fast == pytest.approx((600 - 85) / 3600 / mtbf)  # each failure's extra wait, once per MTBF
     with pytest.raises(PlanError, match="detection_hours must be >= 0"):
         wasted_fraction(1.0, save, mtbf, detection_hours=-1)
     with pytest.raises(PlanError, match="collective_timeout_s must be a positive"):

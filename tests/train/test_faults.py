@@ -219,7 +219,7 @@ def test_kill_save_strikes_an_asynchronous_save_before_its_commit_can_begin(monk
 def test_the_collective_timeouts_have_two_phases_a_range_and_name_themselves_in_the_error(capsys):
     cfg = TrainConfig()
     assert (cfg.init_timeout, cfg.collective_timeout) == (300, 80)  # torchtitan's 300 s; 80 s + torchrun's 30 s < 2 min
-    assert phase_timeouts(cfg) == (300, 100) and phase_timeouts(TrainConfig(collective_timeout=900)) == (900, 900)
+    assert phase_timeouts(cfg) == (300, 80) and phase_timeouts(TrainConfig(collective_timeout=900)) == (900, 900)
     hps = parse_config([], env={"SM_HPS": '{"init_timeout": 120, "collective_timeout": 30}'})  # SageMaker's way
     assert (hps.init_timeout, hps.collective_timeout) == (120, 30)
     assert parse_config(["--init-timeout", "60", "--collective_timeout", "20"], env={}).init_timeout == 60

@@ -83,10 +83,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from fmlab.plan.layout import make_plan
 
     tokens = args.tokens or compute.chinchilla_tokens(compute.param_count(catalog.model(args.model)))
+    old, _, degree = args.sharding.partition(":")
+    if old == "hybrid" and degree.isdigit() and not args.hybrid_shard_degree:  # the course's old spelling
+        print(f"note: --sharding {args.sharding} is the old spelling: write --sharding hybrid --hybrid-shard-degree "
+              f"{degree} (read as that)", file=sys.stderr)
+        args.sharding, args.hybrid_shard_degree = "hybrid", int(degree)
     try:
         plan = make_plan(args.model, tokens, args.instance, args.count, mfu=args.mfu, sharding=args.sharding,
-                         hybrid_shard_degree=args.hybrid_shard_degree, tp=args.tp, pp=args.pp, micro_batch=args.micro_batch, seq_len=args.seq_len,
-                         recompute=args.recompute, attention=args.attention)
+                         hybrid_shard_degree=args.hybrid_shard_degree, tp=args.tp, pp=args.pp,
+                         micro_batch=args.micro_batch, seq_len=args.seq_len, recompute=args.recompute,
+                         attention=args.attention)
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -119,7 +125,8 @@ def format_plan(plan) -> str:
         f"{plan.mfu:.0%}" + (" (recomputation re-runs the forward)" if plan.mfu < plan.hfu else ""),
         f"time         {plan.days:,.1f} days",
         f"cost         {_dollars(plan.cost_usd)}  ({plan.price_note})",
-        f"layout       dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, sharding {lay['sharding']}, "
+        f"layout       dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, sharding {lay['sharding']}"
+        + (f" (groups of {lay['shard_degree']})" if lay["sharding"] == "hybrid" else "") + ", "
         f"recompute {plan.recompute}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens",
         f"memory       {plan.memory_gb_per_device:,.1f} GB per device of {plan.usable_memory_gb:.0f} usable "
         f"({plan.device_memory_gb:.0f} GB device)",

@@ -43,6 +43,20 @@ def test_out_of_range_numbers_are_refused_before_planning(capsys, flag, value, s
     assert stop.value.code == 2 and says in capsys.readouterr().err
 
 
+def test_hybrid_sharding_has_one_spelling_and_the_old_one_is_read_with_a_note(capsys):
+    base = ["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+            "--recompute", "full"]
+    main([*base, "--sharding", "hybrid", "--hybrid-shard-degree", "8"])
+    new = capsys.readouterr()
+    assert "sharding hybrid (groups of 8)" in new.out and new.err == ""
+    main([*base, "--sharding", "hybrid:8"])
+    old = capsys.readouterr()
+    assert old.out == new.out
+    assert "note: --sharding hybrid:8 is the old spelling: write --sharding hybrid --hybrid-shard-degree 8" in old.err
+    assert main([*base, "--sharding", "hybrid"]) == 2  # a hybrid layout needs its degree
+    assert "needs hybrid_shard_degree >= 1" in capsys.readouterr().err
+
+
 def test_plan_prints_hfu_and_the_lower_mfu_of_full_recomputation(capsys):
     main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
           "--sharding", "full", "--recompute", "full"])

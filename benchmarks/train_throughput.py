@@ -85,6 +85,22 @@ class NanoGPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+def timed_steps(loss_of_next_batch, model, optimizer, steps: int) -> tuple[list[float], list[float]]:
+    """The step nanoGPT and a reader write: loss, backward, clip, step, zero. Returns (CPU seconds, wall seconds) of
+    steps 2..N; `loss_of_next_batch()` reads the next batch and returns its loss."""
+    cpu, wall = [time.process_time()], [time.perf_counter()]
+    for _ in range(steps):
+        loss = loss_of_next_batch()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss.item()
+        cpu.append(time.process_time())
+        wall.append(time.perf_counter())
+    return list(np.diff(cpu)[1:]), list(np.diff(wall)[1:])
+
+
 def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int) -> tuple[list[float], list[float]]:
     """nanoGPT's step on its model: AdamW (decay on matrices), loss, backward, clip, step, zero."""
     from fmlab.data import ResumableSampler
@@ -97,20 +113,14 @@ def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int) -> tupl
                                   lr=lr, betas=(0.9, 0.95))
     order = iter(ResumableSampler(len(ds) - 1, 0, 1, seed=seed))
     model.train()
-    cpu, wall = [time.process_time()], [time.perf_counter()]
-    for _ in range(steps):
+
+    def step():
         rows = [next(order) for _ in range(micro_batch)]
         x = torch.stack([ds[j] for j in rows])
         y = torch.stack([torch.cat([ds[j][1:], ds[j + 1][:1]]) for j in rows])  # the next 128 tokens
-        loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()
-        cpu.append(time.process_time())
-        wall.append(time.perf_counter())
-    return list(np.diff(cpu)[1:]), list(np.diff(wall)[1:])
+        return model(x, y)
+
+    return timed_steps(step, model, optimizer, steps)
 
 
 def hand_written_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
@@ -123,18 +133,12 @@ def hand_written_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     order = iter(ResumableSampler(len(ds), 0, 1, seed=seed))
     model.train()
-    cpu, wall = [time.process_time()], [time.perf_counter()]
-    for _ in range(steps):
+
+    def step():
         x = torch.stack([ds[next(order)] for _ in range(micro_batch)])
-        loss = model(input_ids=x, labels=x).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()
-        cpu.append(time.process_time())
-        wall.append(time.perf_counter())
-    return list(np.diff(cpu)[1:]), list(np.diff(wall)[1:])
+        return model(input_ids=x, labels=x).loss
+
+    return timed_steps(step, model, optimizer, steps)
 
 
 def engine(dataset: str, steps: int, micro_batch: int, lr: float, seed: int,

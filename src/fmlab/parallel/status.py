@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fmlab.service.rules import SMDDP_INSTANCES as SMDDP_INSTANCE_TYPE_RULE
+from fmlab.service.rules import SMDDP_INSTANCES as SMDDP_INSTANCE_TYPES  # the service rule smddp-instances
 from fmlab.service.sources import Source
 
 READ_ON = "2026-11-24"  # when every source below was read
@@ -146,7 +146,6 @@ LAST_SMP, LAST_SMP_DATE = "2.8.0", "2025-04-01"  # SMP_RELEASE_NOTES
 LAST_SMP_IMAGE_TAG = "2.5.1-gpu-py311-cu124"  # SMP_RELEASE_NOTES (fmlab.jobs.images reads the SDK's table)
 LAST_SMDDP = "2.6.0"  # in DLC_25 and in SMP v2.8.0's image
 LAST_DLC_WITH_SMDDP = "2.5"  # DLC_25; DLC_26 has none
-SMDDP_INSTANCE_TYPES = SMDDP_INSTANCE_TYPE_RULE  # the service rule smddp-instances (fmlab.service.rules)
 NEWEST_PYTORCH_WITH_SMP_OR_SMDDP = "2.5.1"
 
 # The choice the course made for SMDDP's launch under SDK v3, and why (notebook 04 and its deck print it).

@@ -246,3 +246,37 @@ def test_a_lost_instance_is_retried_replaced_with_its_checkpoints_as_sagemaker_d
     assert len(restarts) == 1 and "algo-1 replaced" in restarts[0]["StatusMessage"]
     assert "attempt_saw=attempt-1.txt" in job.logs()  # the retry started from the checkpoints in S3
     assert "model" in job.artifacts()
+
+
+def test_checkpoint_upload_survives_folders_deleted_while_it_walks(tmp_path):
+    """The script rotates old checkpoints out while the sandbox copies them up (the race that once failed notebook
+    08 in CI with a FileNotFoundError from Path.rglob): the upload skips what vanished and copies the rest."""
+    import shutil
+    import threading
+
+    from fmlab.sandbox.host import sync_folder
+
+    source, target = tmp_path / "checkpoints", tmp_path / "bucket"
+    stop = threading.Event()
+
+    def rotate():
+        i = 0
+        while not stop.is_set():
+            step = source / f"step_{i:05d}" / "shards"
+            step.mkdir(parents=True)
+            (step / "rank0.pt").write_bytes(b"x" * 64)
+            shutil.rmtree(source / f"step_{i - 1:05d}", ignore_errors=True)
+            i += 1
+
+    (source / "keep").mkdir(parents=True)
+    (source / "keep" / "latest").write_text("1")
+    writer = threading.Thread(target=rotate)
+    writer.start()
+    try:
+        seen: dict = {}
+        for _ in range(300):
+            sync_folder(source, target, seen)
+    finally:
+        stop.set()
+        writer.join()
+    assert (target / "keep" / "latest").read_text() == "1"

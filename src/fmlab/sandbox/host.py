@@ -229,13 +229,19 @@ def process_environment(base: dict[str, str], sm_env: dict[str, str], threads: i
     return env
 
 
+def _files_under(folder: Path) -> list[Path]:
+    """Every file below `folder`, sorted. The script may delete a folder while this walks (a checkpoint rotated
+    out): os.walk skips it, where Path.rglob raises FileNotFoundError on Python 3.11."""
+    return sorted(Path(root) / name for root, _, names in os.walk(folder) for name in names)
+
+
 def sync_folder(source: Path, target: Path, seen: dict[str, tuple[float, int]]) -> int:
     """Copy files new or changed since the last call from `source` to `target` (like SageMaker's checkpoint
     upload: additive, files are never deleted); returns how many were copied."""
     copied = 0
     if not source.is_dir():
         return 0
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+    for path in _files_under(source):
         rel = path.relative_to(source).as_posix()
         try:
             stat = path.stat()

@@ -155,7 +155,7 @@ class Supervisor:
         return next(iter(placed.values()))
 
     def run(self) -> None:
-        self.status["Sandbox"]["SupervisorPid"] = os.getpid()
+        self.status["Sandbox"].update(SupervisorPid=os.getpid(), Attempts=0)
         signal.signal(signal.SIGTERM, lambda *_: self.stop_requested.set())
         slots = _Slots(1)
         try:

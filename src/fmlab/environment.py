@@ -7,6 +7,7 @@ instance-metadata probing on a laptop), and never printed. `free_port()` finds a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -87,6 +88,27 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILL a process, its process group and every process below it. torchrun starts each worker in a session
+    of its own, so killing torchrun's group leaves the workers behind (a frozen one, SIGSTOPped, for good): the
+    descendants are listed first, while they are still torchrun's children, then all are killed."""
+    import signal
+
+    try:
+        import psutil  # installed with IPython; without it, the group alone
+
+        below = psutil.Process(pid).children(recursive=True)
+    except Exception:  # noqa: BLE001 - psutil missing, or the process already gone: nothing more to find
+        below = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    for child in below:
+        with contextlib.suppress(Exception):  # psutil.NoSuchProcess: it ended meanwhile
+            child.kill()
 
 
 def matmul_tflops(size: int = 512, seconds: float = 0.5, threads: int = 1) -> float:

@@ -33,6 +33,7 @@ import torch.distributed.checkpoint as dcp
 
 from fmlab.cli import main as main_cli
 from fmlab.data import course_dataset
+from fmlab.environment import kill_process_tree
 from fmlab.parallel import ParallelConfig, PlanError, init_distributed
 from fmlab.parallel.mesh import (
     CollectiveTimeout,
@@ -93,12 +94,12 @@ def _torchrun(nproc: int, *args: str, cwd: Path, max_restarts: int = 0, timeout:
         while until and proc.poll() is None and time.monotonic() - start < timeout:
             if any(line.startswith(until) for _, line in list(lines)):
                 time.sleep(0.5)  # the rest of the line's burst
-                os.killpg(proc.pid, signal.SIGKILL)
+                kill_process_tree(proc.pid)
                 break
             time.sleep(0.1)
         proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and every worker it started
+        kill_process_tree(proc.pid)  # torchrun and every worker it started
         proc.wait()
         pytest.fail(f"torchrun did not finish in {timeout} s:\n" + "\n".join(line for _, line in lines[-40:]))
     seconds = time.monotonic() - start

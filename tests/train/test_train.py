@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from fmlab.data import course_dataset
+from fmlab.environment import kill_process_tree
 from fmlab.plan import catalog, compute
 from fmlab.train import TrainConfig, main, parse_config, sagemaker_defaults, train
 from fmlab.train.checkpoint import Checkpointer, CheckpointError, latest
@@ -184,7 +185,6 @@ def test_an_impossible_layout_fails_fast_with_the_fix(dataset, capsys):
 
 def _torchrun(nproc: int, *args: str, cwd: Path, timeout: int = 180) -> str:
     """torchrun the SageMaker entry script on `nproc` gloo processes; the whole process group dies on timeout."""
-    import signal
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
@@ -194,7 +194,7 @@ def _torchrun(nproc: int, *args: str, cwd: Path, timeout: int = 180) -> str:
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_process_tree(proc.pid)
         out, err = proc.communicate()
         pytest.fail(f"torchrun did not finish in {timeout} s:\n{out[-2000:]}\n{err[-2000:]}")
     assert proc.returncode == 0, out[-3000:] + err[-3000:]

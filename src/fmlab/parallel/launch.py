@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fmlab.environment import free_port
+from fmlab.environment import free_port, kill_process_tree
 
 
 class WorldFailed(RuntimeError):
@@ -57,13 +57,13 @@ def run_world(task: str, world_size: int, args: dict | None = None, timeout: flo
                     bar.total = total
                     bar.update(done - bar.n)
                 if time.perf_counter() - start > timeout:
-                    proc.kill()
+                    kill_process_tree(proc.pid)
                     raise WorldFailed(f"{task} on {world_size} processes ran past {timeout:.0f} s")
             proc.wait()
         finally:
             bar.close()
             if proc.poll() is None:
-                proc.kill()
+                kill_process_tree(proc.pid)
         seconds = time.perf_counter() - start
         if proc.returncode != 0:
             tail = _failure_excerpt(lines)

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fmlab.environment import ROOT
+from fmlab.environment import ROOT, kill_process_tree
 
 ENTRY_SCRIPT = ROOT / "entrypoints" / "train.py"
 
@@ -89,7 +88,7 @@ def torchrun_train(processes: int, args: list[str], output_dir: str | Path, thre
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and every worker it started
+        kill_process_tree(proc.pid)  # torchrun and every worker it started (each in a session of its own)
         stdout, stderr = proc.communicate()
         stderr += f"\n(killed after {timeout:.0f} s)"
     return LocalRun(processes, command, proc.returncode, time.perf_counter() - start, stdout, stderr, out)

@@ -42,7 +42,7 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert in_save["max_loss_diff"] == 0.0 and not in_save["incomplete_left"]  # the next save cleared it
     assert rec["nb08.damaged"] == {"resumed_from": 9, "set_aside": True}
 
-    assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # 5 s timeout, not a hang
+    assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # a 3 s timeout, not a hang
     assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5
     assert rec["nb08.consolidated"]["max_logit_diff"] == 0.0 and rec["nb08.consolidated"]["files"] >= 2
     assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB

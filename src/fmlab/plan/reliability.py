@@ -115,7 +115,7 @@ TRACE_GATHER_SECONDS = 5.0  # fmlab.train: the survivors then wait up to 5 s for
 def hang_detection_hours(collective_timeout_s: float = 80.0, gather_s: float = TRACE_GATHER_SECONDS) -> float:
     """Hours from a rank hanging to the run failing with the rank named: the collective timeout in force after
     the first step, plus the survivors' wait for each other's traces (measured in fmlab.train with the default
-    settings, 2 gloo processes, one SIGSTOPped: 105.1 s with a 100 s timeout)."""
+    settings, 2 gloo processes, one SIGSTOPped: named 85.1 s after the freeze with the 80 s timeout, 2026-11-24)."""
     return (_positive("collective_timeout_s", collective_timeout_s) + max(0.0, gather_s)) / 3600
 
 

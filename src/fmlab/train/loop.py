@@ -16,7 +16,7 @@ It logs loss, learning rate, tokens/s, model TFLOP/s per device and MFU (fmlab.t
 checkpoint, and exports the final model as a Hugging Face folder to the model dir.
 
 Failures (module 8): collectives time out in two phases, as torchtitan's do: `--init-timeout` (300 s) while the
-group forms and through the first step (compilation, a large first forward), then `--collective-timeout` (100 s)
+group forms and through the first step (compilation, a large first forward), then `--collective-timeout` (80 s)
 for every later collective (fmlab.parallel.mesh.set_collective_timeout). A collective that waits that long for a
 dead or hung peer raises CollectiveTimeout instead of waiting forever (exit status 1), and its message names the
 rank that stopped, the collective and the step: every rank keeps its last `--trace-collectives` collectives

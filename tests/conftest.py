@@ -1,6 +1,6 @@
 """Shared test helpers: paths, and running a notebook with papermill to read back what it recorded.
 
-`make test` runs the suite on two workers (pytest-xdist, one test file per worker at a time): the files that
+`make test` runs the suite on three workers (pytest-xdist, one test file per worker at a time): the files that
 execute notebooks or start process groups go first, so the longest ones do not end the run alone.
 """
 

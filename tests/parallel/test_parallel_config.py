@@ -188,3 +188,22 @@ def test_one_process_without_torchrun_and_bf16_autocast(monkeypatch):
     assert out.logits.dtype == torch.bfloat16  # the forward ran under autocast ...
     assert model.lm_head.weight.dtype == torch.float32  # ... on fp32 master weights
     assert out.loss.item() == pytest.approx(reference_step("tiny", tokens)["loss"], abs=0.05)
+
+
+def test_one_boolean_reader_for_hyperparameters_flags_and_smp_settings_refuses_a_typo():
+    from fmlab.parallel.smp import from_mp_parameters
+    from fmlab.plan.parallelism import parse_bool
+    from fmlab.train.config import TrainConfigError, parse_config
+
+    assert [parse_bool(v) for v in (True, "TRUE", " on ", "1", "yes", False, "False", "0", "no", "off", "")] == \
+        [True] * 5 + [False] * 6
+    with pytest.raises(ValueError, match="expected true or false, got 'flase'"):
+        parse_bool("flase")
+    assert ParallelConfig.from_hyperparameters({"activation_offloading": "On"}).activation_offloading is True
+    with pytest.raises(PlanError, match="hyperparameter activation_offloading must be a bool, got 'flase'"):
+        ParallelConfig.from_hyperparameters({"activation_offloading": "flase"})  # read as false before
+    assert parse_config(["--activation-offloading", "yes"]).parallel.activation_offloading is True
+    with pytest.raises(TrainConfigError, match="--activation-offloading expects a bool, got 'flase'"):
+        parse_config(["--activation-offloading", "flase"])
+    with pytest.raises(ValueError, match="SMP setting sm_activation_offloading must be true or false"):
+        from_mp_parameters({"sm_activation_offloading": "flase"})

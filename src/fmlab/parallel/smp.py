@@ -24,6 +24,8 @@ import importlib.util
 import json
 import warnings
 
+from fmlab.plan.parallelism import parse_bool
+
 SMP_KEYS = ("hybrid_shard_degree", "tensor_parallel_degree", "sm_activation_offloading", "activation_loading_horizon")
 # SMP settings that change nothing the native path computes (performance or bookkeeping knobs).
 SMP_PASSIVE_KEYS = ("fsdp_cache_flush_warnings", "allow_empty_shards", "random_seed")
@@ -65,13 +67,10 @@ def _int(key: str, value) -> int:
 
 
 def _bool(key: str, value) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).strip().lower() in ("true", "1", "yes"):
-        return True
-    if str(value).strip().lower() in ("false", "0", "no", ""):
-        return False
-    raise ValueError(f"SMP setting {key} must be true or false, got {value!r}")
+    try:
+        return parse_bool(value)
+    except ValueError:
+        raise ValueError(f"SMP setting {key} must be true or false, got {value!r}") from None
 
 
 def from_mp_parameters(mp: str | dict):

@@ -30,7 +30,18 @@ CHECKPOINTING = ("none", "selective", "full")
 PRECISIONS = ("auto", "bf16", "fp32")
 BACKENDS = ("auto", "gloo", "nccl", "neuron", "smddp")
 MESH_DIMS = ("dp_replicate", "dp_shard", "tp")  # the device mesh's dimensions, as mesh_shape orders them
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
 
+
+def parse_bool(value) -> bool:
+    """A boolean setting as SageMaker (every hyperparameter a string), a command line or JSON gives it: true/false,
+    1/0, yes/no, on/off in any case. Anything else raises ValueError (a typo is not read as false)."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ValueError(f"expected true or false, got {value!r}")
 
 @dataclass
 class ParallelConfig:
@@ -75,10 +86,8 @@ class ParallelConfig:
         for name in FIELDS:
             if name in hyper:
                 kind, value = type(getattr(cls(), name)), hyper[name]
-                if kind is bool and isinstance(value, str):
-                    value = value.strip().lower() in ("true", "1", "yes", "on")
                 try:
-                    values[name] = kind(value)
+                    values[name] = parse_bool(value) if kind is bool else kind(value)
                 except (TypeError, ValueError):
                     raise PlanError(f"hyperparameter {name} must be a {kind.__name__}, got {value!r}") from None
         return cls(**values)

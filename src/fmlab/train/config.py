@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
-from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.parallelism import ParallelConfig, parse_bool
 
 SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
 COLLECTIVE_TIMEOUT_RANGE = (1.0, 86400.0)  # seconds: --collective-timeout must lie within
@@ -116,14 +116,11 @@ class TrainConfig:
 
 
 def _bool(text) -> bool:
-    if isinstance(text, bool):
-        return text
-    value = str(text).strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    """parse_bool for argparse, whose error then quotes the message."""
+    try:
+        return parse_bool(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name not in ("ignored", "parallel")}

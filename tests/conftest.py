@@ -21,9 +21,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before a
 
 
 # The longest files (make test's --durations, 2026-11-24), started first so that none ends the run alone.
-LONGEST_FIRST = ("course/test_labs.py", "course/test_labs_unsolved.py", "train/test_notebooks_module08.py",
-                 "jobs/test_notebooks_module07.py", "jobs/test_jobs_notebooks.py", "serve/test_notebooks_module10.py",
-                 "hyperpod/test_notebooks_module11.py")
+LONGEST_FIRST = ("course/test_labs.py", "course/test_labs_unsolved.py", "jobs/test_notebooks_module07.py",
+                 "serve/test_notebooks_module10.py", "jobs/test_jobs_notebooks.py", "train/test_notebooks_module08.py",
+                 "train/test_notebooks_module08_retries.py", "hyperpod/test_notebooks_module11.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,12 +1,12 @@
-"""Module 8: notebook 08 (checkpointing and recovery), executed with papermill: real faults on real processes.
+"""Module 8: notebook 08_checkpointing_and_recovery, executed with papermill: real faults on real processes.
 
-Run: .venv/bin/pytest tests/train/test_notebooks_module08.py -q   (about 90 s: eight 2-process runs and a job)
+Run: .venv/bin/pytest tests/train/test_notebooks_module08.py -q   (about 50 s: six 2-process runs)
 
 Its figures are checked against the planner (failure rate, checkpoint size, Daly interval) and against what the
 runs did: a rank killed mid-run resumes to exactly the uninterrupted losses; a rank killed inside a save leaves
-a partial save that is never picked; a damaged checkpoint is set aside; a hung peer fails within the collective
-timeout; a 2-process checkpoint resumes on 1 process; the sandbox retries a job whose process was killed; a hung
-rank of 4 and a rank that skipped an all-reduce are named from their collective traces.
+a partial save that is never picked; a damaged checkpoint is set aside; a 2-process checkpoint resumes on 1
+process; the consolidated model equals the trained one. The module's other notebook, 08_retries_and_hangs:
+tests/train/test_notebooks_module08_retries.py.
 """
 
 import pytest
@@ -35,38 +35,16 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
 
     kill = rec["nb08.kill"]
     assert kill["max_loss_diff"] == 0.0 and kill["resumed_from"] == 6 and kill["steps_after"] == list(range(7, 13))
-    assert rec["nb08.retry"] == {"status": "Completed", "attempts": 2, "restarting": 1}
 
     in_save = rec["nb08.kill_in_save"]
     assert in_save["exit"] != 0 and in_save["picked"] == "step_00000003" and in_save["resumed_from"] == 3
     assert in_save["max_loss_diff"] == 0.0 and not in_save["incomplete_left"]  # the next save cleared it
     assert rec["nb08.damaged"] == {"resumed_from": 9, "set_aside": True}
 
-    assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # a 3 s timeout, not a hang
     assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5
     assert rec["nb08.consolidated"]["max_logit_diff"] == 0.0 and rec["nb08.consolidated"]["files"] >= 2
     assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB
     assert rec["nb08.gather_fp32_gb"] == pytest.approx(4 * compute.param_count(catalog.model("gpt-30b")) / 1e9,
                                                        abs=0.1)
-    detection = rec["nb08.detection"]  # section 8: a hang's cost, and the hung rank named from the traces
-    assert detection["seconds"] == [600, 85] and detection["wasted_pct"][0] > detection["wasted_pct"][1]
-    hangs = rec["nb08.hangs"]
-    assert (hangs["hang"]["kind"], hangs["hang"]["ranks"], hangs["hang"]["step"]) == ("missing", [2], 3)
-    assert hangs["hang"]["seconds"] < 30 and hangs["skip"] == {"ranks": [1], "step": 3, "kind": "desync"}
-    assert rec["nb08.seconds"] < 300  # a hang guard: every drill has its own timeout; 70-140 s on 2 cores
+    assert rec["nb08.seconds"] < 300  # a hang guard: every drill has its own timeout; 45-95 s on 2 cores
 
-
-def test_notebook08_teaches_what_sagemaker_retries_and_what_it_does_not():
-    """The prose, read without running: a dead process is an AlgorithmError (not retried), a lost instance an
-    InternalServerError (retried), a GPU fault goes through cluster repair; each with its source."""
-    import json
-    from pathlib import Path
-
-    nb = json.loads(Path("notebooks/08_checkpointing_and_recovery.ipynb").read_text())
-    text = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert "as a lost GPU or the kernel's OOM killer would" not in text
-    assert "restarts the whole job on fresh instances after an `InternalServerError`" not in text
-    for needle in ("`AlgorithmError`", "| **no** |", "`InternalServerError`", "cluster repair", "auto-resume",
-                   "--max-restarts", "`RetryStrategy` API reference",
-                   "model-checkpoints-cluster-repair.html", "sagemaker-hyperpod-resiliency-slurm-auto-resume.html"):
-        assert needle in text, needle

@@ -4,7 +4,7 @@
     python -m fmlab.course.index --check   # exit 1 (and say so) when the committed index is out of date
 
 `make lab` opens this index. It is generated, so it grows with the course: a module's notebook
-(notebooks/NN_*.ipynb), lab (labs/lab_NN_*.ipynb, solution in labs/solutions/; a further lab labs/lab_NNx_*.ipynb) and deck (slides/NN_*.md,
+(notebooks/NN_*.ipynb, in name order when a module has two), lab (labs/lab_NN_*.ipynb, solution in labs/solutions/; a further lab labs/lab_NNx_*.ipynb) and deck (slides/NN_*.md,
 built to build/slides/NN_*.html) are found by their number and linked; titles come from each file's first
 `# heading`; the one-line summaries are below. tests/course/test_course_index.py fails while the index is stale.
 """
@@ -81,6 +81,7 @@ class Module:
     solution: Path | None = None
     deck: Path | None = None
     more_labs: list[tuple[Path, Path | None]] = field(default_factory=list)  # lab_NNx_*: a module's further labs
+    more_notebooks: list[Path] = field(default_factory=list)  # NN_*: a module's further notebooks, in name order
 
 
 def _first(folder: Path, pattern: str) -> Path | None:
@@ -97,7 +98,8 @@ def find_modules(root: Path = ROOT) -> list[Module]:
     return [Module(n, _first(root / "notebooks", f"{n}_*.ipynb"), _first(root / "labs", f"lab_{n}_*.ipynb"),
                    _first(root / "labs" / "solutions", f"lab_{n}_*.ipynb"), _first(root / "slides", f"{n}_*.md"),
                    [(p, _first(root / "labs" / "solutions", p.name))
-                    for p in sorted((root / "labs").glob(f"lab_{n}[a-z]_*.ipynb"))])
+                    for p in sorted((root / "labs").glob(f"lab_{n}[a-z]_*.ipynb"))],
+                   sorted((root / "notebooks").glob(f"{n}_*.ipynb"))[1:])
             for n in sorted(numbers)]
 
 
@@ -115,7 +117,7 @@ def heading(path: Path) -> str:
 def _row(m: Module) -> str:
     summary = SUMMARIES.get(m.number, "")
     if m.notebook:
-        notebook = f"[{heading(m.notebook)}]({m.notebook.name}): {summary}"
+        notebook = ", then ".join(f"[{heading(p)}]({p.name})" for p in [m.notebook, *m.more_notebooks]) + f": {summary}"
     else:
         notebook = f"{PLANNED_TITLES.get(m.number, 'Module ' + m.number)}: {summary} *(in preparation)*"
     labs = []

@@ -1,6 +1,6 @@
 """Module 8: notebook 08_checkpointing_and_recovery, executed with papermill: real faults on real processes.
 
-Run: .venv/bin/pytest tests/train/test_notebooks_module08.py -q   (about 50 s: six 2-process runs)
+Run: .venv/bin/pytest tests/train/test_notebooks_module08.py -q   (about 45 s: five torchrun launches of 2 processes)
 
 Its figures are checked against the planner (failure rate, checkpoint size, Daly interval) and against what the
 runs did: a rank killed mid-run resumes to exactly the uninterrupted losses; a rank killed inside a save leaves

@@ -89,7 +89,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
 def kill_process_tree(pid: int) -> None:
     """SIGKILL a process, its process group and every process below it. torchrun starts each worker in a session
     of its own, so killing torchrun's group leaves the workers behind (a frozen one, SIGSTOPped, for good): the

@@ -3,10 +3,11 @@
     python -m fmlab.course.index           # rewrite notebooks/index.ipynb from what is on disk
     python -m fmlab.course.index --check   # exit 1 (and say so) when the committed index is out of date
 
-`make lab` opens this index. It is generated, so it grows with the course: a module's notebook
-(notebooks/NN_*.ipynb, in name order when a module has two), lab (labs/lab_NN_*.ipynb, solution in labs/solutions/; a further lab labs/lab_NNx_*.ipynb) and deck (slides/NN_*.md,
-built to build/slides/NN_*.html) are found by their number and linked; titles come from each file's first
-`# heading`; the one-line summaries are below. tests/course/test_course_index.py fails while the index is stale.
+`make lab` opens this index. It is generated, so it grows with the course: a module's notebooks
+(notebooks/NN_*.ipynb, in name order when a module has two), lab (labs/lab_NN_*.ipynb, solution in
+labs/solutions/; a further lab labs/lab_NNx_*.ipynb) and deck (slides/NN_*.md, built to build/slides/NN_*.html)
+are found by their number and linked; titles come from each file's first `# heading`; the one-line summaries are
+below. tests/course/test_course_index.py fails while the index is stale.
 """
 
 from __future__ import annotations

@@ -244,6 +244,8 @@ def test_a_lost_instance_is_retried_replaced_with_its_checkpoints_as_sagemaker_d
     assert d["Sandbox"]["Attempts"] == 2
     restarts = [t for t in d["SecondaryStatusTransitions"] if t["Status"] == "Restarting"]
     assert len(restarts) == 1 and "algo-1 replaced" in restarts[0]["StatusMessage"]
+    assert restarts[0]["StatusMessage"].startswith("InternalServerError: instance algo-1 was lost")
+    assert "Last lines" not in restarts[0]["StatusMessage"]  # the cause, not the log's tail
     assert "attempt_saw=attempt-1.txt" in job.logs()  # the retry started from the checkpoints in S3
     assert "model" in job.artifacts()
 

@@ -271,7 +271,8 @@ class Supervisor:
         kept = [h.name for h in self.hosts if h not in lost]
         what = (f"{', '.join(h.name for h in lost)} replaced" if lost else "every host replaced") + \
             (f", {', '.join(kept)} rebooted" if lost and kept else "")
-        self.set_status("Restarting", f"{reason.splitlines()[0][:200]}: retry {attempt} of {retries} "
+        cause = reason.split(". Last lines of its log:", 1)[0].splitlines()[0][:200]  # the head, not the log tail
+        self.set_status("Restarting", f"{cause}: retry {attempt} of {retries} "
                         f"(RetryStrategy): {what}; checkpoints copied back from the checkpoint URI")
         self.procs = []
         for host in self.hosts:

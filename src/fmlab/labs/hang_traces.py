@@ -7,7 +7,7 @@
 
 Each rank runs a few "training steps" of two same-sized gradient all-reduces (a bucketed backward) under the
 engine's own collective trace (fmlab.parallel.collective_trace: PyTorch's Flight Recorder plus the step of each
-collective), with a collective timeout of `timeout` seconds (2 here; 100 in fmlab.train after its first step):
+collective), with a collective timeout of `timeout` seconds (2 here; 80 in fmlab.train after its first step):
 
 - "hang": at the start of `step`, `rank` stops joining collectives (it sleeps, then leaves quietly). To its
   peers that is a frozen process, a dead-silent host or a deadlock: they time out, write their traces, and

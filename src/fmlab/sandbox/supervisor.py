@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from fmlab import storage
-from fmlab.environment import free_port, redact
+from fmlab.environment import free_port, kill_process_tree, redact
 from fmlab.sandbox.host import Host, process_environment, read_launch, sync_folder
 from fmlab.sandbox.state import capacity, now, root, write_json
 from fmlab.service import retry as service_retry
@@ -303,8 +303,8 @@ class Supervisor:
         for p in self.procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=max(0.1, end - time.monotonic()))
-            if p.poll() is None:
-                p.kill()
+            if p.poll() is None:  # torchrun and its workers, which it starts in sessions of their own
+                kill_process_tree(p.pid)
                 p.wait()
 
     def failure_reason(self, host: Host, code: int) -> str:

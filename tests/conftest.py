@@ -1,7 +1,7 @@
 """Shared test helpers: paths, and running a notebook with papermill to read back what it recorded.
 
-`make test` runs the suite on three workers (pytest-xdist, one test file per worker at a time): the files that
-execute notebooks or start process groups go first, so the longest ones do not end the run alone.
+`make test` runs the suite on three workers (pytest-xdist, one test file per worker at a time): the longest files
+go first, then the other files that execute notebooks or start process groups, so no long file ends the run alone.
 """
 
 from __future__ import annotations
@@ -20,10 +20,33 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before a
     share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
-# The longest files (make test's --durations, 2026-11-24), started first so that none ends the run alone.
-LONGEST_FIRST = ("course/test_labs.py", "course/test_labs_unsolved.py", "jobs/test_notebooks_module07.py",
-                 "serve/test_notebooks_module10.py", "jobs/test_jobs_notebooks.py", "train/test_notebooks_module08.py",
-                 "train/test_notebooks_module08_retries.py", "hyperpod/test_notebooks_module11.py")
+# The longest files, longest first (seconds of test time per file under `make test`, 2026-11-25): xdist hands a file
+# to whichever worker is free next, in this order (the Makefile's --no-loadscope-reorder keeps xdist from reordering
+# by test count, which sent the one-test notebook files last and left a worker running alone for 86 s at the end).
+LONGEST_FIRST = (
+    "course/test_labs.py",                          # 243 s
+    "course/test_labs_unsolved.py",                 # 143
+    "train/test_faults.py",                         # 119
+    "train/test_notebooks_module08_retries.py",     # 74
+    "sandbox/test_sandbox_training.py",             # 72
+    "jobs/test_notebooks_module07.py",              # 71
+    "parallel/test_notebooks_parallel.py",          # 69
+    "serve/test_notebooks_module10.py",             # 65
+    "train/test_notebooks_module08.py",             # 61
+    "course/test_browser.py",                       # 55
+    "sandbox/test_sandbox.py",                      # 54
+    "hyperpod/test_notebooks_module11.py",          # 37
+    "course/test_lab03.py",                         # 36
+    "neuron/test_notebooks_module09.py",            # 35
+    "serve/test_server.py",                         # 31
+    "jobs/test_jobs_notebooks.py",                  # 27
+    "parallel/test_parallel_4proc.py",              # 21
+    "plan/test_notebooks_module01.py",              # 21
+    "service/test_preflight.py",                    # 20
+    "train/test_train.py",                          # 19
+    "train/test_checkpoint_async.py",               # 19
+    "parallel/test_notebooks_module04.py",          # 17
+)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -65,4 +65,8 @@ def test_bad_numbers_are_refused():
         young_interval_hours(-1, 10)
     with pytest.raises(PlanError, match="gigabytes_per_second"):
         transfer_hours(360, 0)
+    with pytest.raises(PlanError, match="node_mtbf_hours must be a positive number, got True"):
+        job_mtbf_hours(4, node_mtbf_hours=True)  # one positivity check for the planner: a bool is no number
+    with pytest.raises(PlanError, match="save_hours must be a positive number, got inf"):
+        young_interval_hours(float("inf"), 10)
     assert transfer_hours(360, 1.0) == pytest.approx(0.1)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fmlab.plan.compute import PlanError
+from fmlab.plan.compute import PlanError, check_positive
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,7 @@ BEST_PRACTICE_SOURCE = ("AWS Machine Learning Blog, 'Training large language mod
 
 
 def _positive(name: str, value: float) -> float:
-    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise PlanError(f"{name} must be a positive number, not {value!r}")
-    return float(value)
+    return float(check_positive(name, value))
 
 
 def job_mtbf_hours(nodes: int, node_mtbf_hours: float = LLAMA3_405B.node_mtbf_hours) -> float:

@@ -3,9 +3,22 @@
     .venv/bin/pytest tests/test_suite_order.py -q
 """
 
+import importlib.util
 import re
+from pathlib import Path
 
-from conftest import LONGEST_FIRST, ROOT
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tests_conftest():
+    """tests/conftest.py itself (`import conftest` may find another folder's conftest.py first)."""
+    spec = importlib.util.spec_from_file_location("fmlab_tests_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LONGEST_FIRST = _tests_conftest().LONGEST_FIRST
 
 
 def test_every_longest_first_file_exists():

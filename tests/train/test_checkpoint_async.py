@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch.distributed.checkpoint import FileSystemWriter
+from torchrun_launch import torchrun
 
 from fmlab.data import ResumableSampler
 from fmlab.models import build_model
@@ -286,9 +287,8 @@ def _two_ranks(folder: Path) -> None:
 @pytest.mark.distributed
 def test_two_gloo_processes_commit_one_async_checkpoint_with_every_ranks_shard(tmp_path):
     folder = tmp_path / "ck"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", __file__,
-           "ranks", str(folder)]
-    assert _spawn(cmd, tmp_path / "log", timeout=120) == 0, (tmp_path / "log").read_text()[-4000:]
+    run = torchrun(2, Path(__file__), "ranks", str(folder), cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run.text[-4000:]
     assert sorted(p.name for p in folder.iterdir()) == ["ok_0", "ok_1", "step_00000002", "step_00000004"]
     for info in complete_checkpoints(folder):
         assert info.world_size == 2

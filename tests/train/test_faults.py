@@ -23,17 +23,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch.distributed.checkpoint as dcp
+from torchrun_launch import ENTRY, torchrun
 
 from fmlab.cli import main as main_cli
 from fmlab.data import course_dataset
-from fmlab.environment import kill_process_tree
 from fmlab.parallel import ParallelConfig, PlanError, init_distributed
 from fmlab.parallel.mesh import (
     CollectiveTimeout,
@@ -50,62 +47,10 @@ from fmlab.train.faults import Faults
 from fmlab.train.log import read_metrics
 from fmlab.train.loop import write_failure_file
 
-ROOT = Path(__file__).resolve().parents[2]
 STEPS = 8
 COMMON = ["--max-steps", str(STEPS), "--warmup-steps", "2", "--tensorboard", "false", "--log-every", "1",
           "--checkpoint-every", "2", "--keep-checkpoints", str(STEPS)]
 REL = 1e-5  # another world size sums the same float32 numbers in another order
-
-
-@dataclass
-class Launch:
-    returncode: int
-    seconds: float
-    lines: list[tuple[float, str]]  # (seconds since the start, line) of stdout and stderr as they arrived
-
-    @property
-    def text(self) -> str:
-        return "\n".join(line for _, line in self.lines)
-
-    def first(self, start: str) -> tuple[float, str]:
-        return next((t, line) for t, line in self.lines if line.startswith(start))
-
-
-def _torchrun(nproc: int, *args: str, cwd: Path, max_restarts: int = 0, timeout: float = 90,
-              until: str = "") -> Launch:
-    """torchrun the entry script; every line is timed as it arrives; the whole process group dies on timeout, or
-    as soon as a line starts with `until` (a frozen worker would keep torchrun in its 30 s grace period)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           "--max-restarts", str(max_restarts), str(ROOT / "entrypoints" / "train.py"), *args]
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    lines: list[tuple[float, str]] = []
-
-    def read(stream):
-        for line in stream:
-            lines.append((time.monotonic() - start, line.rstrip("\n")))
-
-    readers = [threading.Thread(target=read, args=(s,), daemon=True) for s in (proc.stdout, proc.stderr)]
-    for r in readers:
-        r.start()
-    try:
-        while until and proc.poll() is None and time.monotonic() - start < timeout:
-            if any(line.startswith(until) for _, line in list(lines)):
-                time.sleep(0.5)  # the rest of the line's burst
-                kill_process_tree(proc.pid)
-                break
-            time.sleep(0.1)
-        proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
-    except subprocess.TimeoutExpired:
-        kill_process_tree(proc.pid)  # torchrun and every worker it started
-        proc.wait()
-        pytest.fail(f"torchrun did not finish in {timeout} s:\n" + "\n".join(line for _, line in lines[-40:]))
-    seconds = time.monotonic() - start
-    for r in readers:
-        r.join(timeout=10)
-    return Launch(proc.returncode, seconds, sorted(lines))
 
 
 def _losses(output_dir: Path) -> dict[int, float]:
@@ -263,7 +208,7 @@ def test_the_failure_file_is_written_once_per_host_and_only_inside_a_job(tmp_pat
 def reference(dataset, tmp_path_factory) -> dict:
     """The uninterrupted run: 2 processes x micro-batch 4, a checkpoint every 2 steps."""
     out = tmp_path_factory.mktemp("reference")
-    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--checkpoint-dir", str(out / "ck"),
+    run = torchrun(2, ENTRY, "--data", dataset, *COMMON, "--micro-batch", "4", "--checkpoint-dir", str(out / "ck"),
                     "--output-dir", str(out / "log"), cwd=out)
     assert run.returncode == 0, run.text[-3000:]
     losses = _losses(out / "log")
@@ -273,7 +218,7 @@ def reference(dataset, tmp_path_factory) -> dict:
 
 @pytest.mark.distributed
 def test_a_killed_rank_is_restarted_and_the_run_continues_exactly(reference, dataset, tmp_path):
-    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--checkpoint-dir", str(tmp_path / "ck"),
+    run = torchrun(2, ENTRY, "--data", dataset, *COMMON, "--micro-batch", "4", "--checkpoint-dir", str(tmp_path / "ck"),
                     "--output-dir", str(tmp_path / "log"), "--fault", "kill", "--fault-step", "6",
                     "--fault-rank", "1", cwd=tmp_path, max_restarts=1)
     assert run.returncode == 0, run.text[-3000:]
@@ -289,7 +234,7 @@ def test_a_killed_rank_is_restarted_and_the_run_continues_exactly(reference, dat
 
 @pytest.mark.distributed
 def test_a_rank_killed_mid_save_leaves_a_partial_checkpoint_that_is_never_picked(reference, dataset, tmp_path):
-    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--checkpoint-dir", str(tmp_path / "ck"),
+    run = torchrun(2, ENTRY, "--data", dataset, *COMMON, "--micro-batch", "4", "--checkpoint-dir", str(tmp_path / "ck"),
                     "--output-dir", str(tmp_path / "log"), "--fault", "kill-save", "--fault-step", "4",
                     "--fault-rank", "1", cwd=tmp_path, max_restarts=1)
     assert run.returncode == 0, run.text[-3000:]
@@ -305,7 +250,7 @@ def test_a_rank_killed_mid_save_leaves_a_partial_checkpoint_that_is_never_picked
 @pytest.mark.distributed
 def test_a_hung_peer_fails_the_run_within_the_collective_timeout(dataset, tmp_path):
     timeout = 5
-    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--collective-timeout", str(timeout),
+    run = torchrun(2, ENTRY, "--data", dataset, *COMMON, "--micro-batch", "4", "--collective-timeout", str(timeout),
                     "--fault", "hang", "--fault-step", "3", "--fault-rank", "1", cwd=tmp_path, timeout=60)
     assert run.returncode != 0
     hung_at, _ = run.first("fault: rank 1 hangs")
@@ -326,7 +271,7 @@ def test_a_frozen_rank_is_named_with_its_collective_and_step_in_the_error_the_tr
     and the step; its trace is on disk, and `fmlab hangs` reads the same verdict from it. With the default
     timeouts (--init-timeout 300, --collective-timeout 80) the same drill named rank 1 85.1 s after the freeze
     (measured once, 2 cores; too slow for the suite); here the training phase's timeout is 3 s."""
-    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--init-timeout", "30",
+    run = torchrun(2, ENTRY, "--data", dataset, *COMMON, "--micro-batch", "4", "--init-timeout", "30",
                     "--collective-timeout", "3", "--output-dir", str(tmp_path / "out"), "--fault", "freeze",
                     "--fault-step", "4", "--fault-rank", "1", cwd=tmp_path, timeout=90, until="error:")
     frozen_at, _ = run.first("fault: rank 1 freezes (SIGSTOP) at step 4")
@@ -348,10 +293,10 @@ def test_a_slow_first_step_is_covered_by_the_long_timeout_and_the_same_stall_lat
     the same 5 s in step 3 is more than --collective-timeout (2 s), and the run fails naming it."""
     args = ["--data", dataset, *COMMON, "--micro-batch", "4", "--init-timeout", "30", "--collective-timeout", "2",
             "--fault", "stall", "--fault-seconds", "5", "--fault-rank", "1"]
-    first = _torchrun(2, *args, "--fault-step", "1", cwd=tmp_path, timeout=90)
+    first = torchrun(2, ENTRY, *args, "--fault-step", "1", cwd=tmp_path, timeout=90)
     assert first.returncode == 0, first.text[-3000:]
     assert "fault: rank 1 stalls 5 s at step 1" in first.text
-    later = _torchrun(2, *args, "--fault-step", "3", cwd=tmp_path, timeout=90)
+    later = torchrun(2, ENTRY, *args, "--fault-step", "3", cwd=tmp_path, timeout=90)
     assert later.returncode != 0
     _, error = later.first("error: a collective waited longer than the collective timeout (2 s, --collective-timeout)")
     assert "rank 1 stopped at step 3: never entered collective #" in error
@@ -374,7 +319,7 @@ def test_a_checkpoint_resumes_on_another_world_size_and_the_loss_continues(refer
                                stop_after=4))
     for step, loss in single.losses.items():
         assert loss == pytest.approx(whole[step], rel=REL), step
-    run = _torchrun(2, "--data", dataset, *COMMON, "--micro-batch", "4", "--resume",
+    run = torchrun(2, ENTRY, "--data", dataset, *COMMON, "--micro-batch", "4", "--resume",
                     str(tmp_path / "ck1" / "step_00000004"), "--output-dir", str(tmp_path / "log"), cwd=tmp_path)
     assert run.returncode == 0, run.text[-3000:]
     assert "saved by 1 processes and is loaded by 2" in run.text

@@ -7,18 +7,15 @@ Run: .venv/bin/pytest tests/train/test_train.py          (-m "not distributed" s
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from torchrun_launch import ENTRY, torchrun
 
 from fmlab.data import course_dataset
-from fmlab.environment import kill_process_tree
 from fmlab.plan import catalog, compute
 from fmlab.train import TrainConfig, main, parse_config, sagemaker_defaults, train
 from fmlab.train.checkpoint import Checkpointer, CheckpointError, latest
@@ -183,24 +180,6 @@ def test_an_impossible_layout_fails_fast_with_the_fix(dataset, capsys):
 # ---------------------------------------------------------------- two gloo processes under torchrun
 
 
-def _torchrun(nproc: int, *args: str, cwd: Path, timeout: int = 180) -> str:
-    """torchrun the SageMaker entry script on `nproc` gloo processes; the whole process group dies on timeout."""
-
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           str(ROOT / "entrypoints" / "train.py"), *args]
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_process_tree(proc.pid)
-        out, err = proc.communicate()
-        pytest.fail(f"torchrun did not finish in {timeout} s:\n{out[-2000:]}\n{err[-2000:]}")
-    assert proc.returncode == 0, out[-3000:] + err[-3000:]
-    return out
-
-
 @pytest.mark.distributed
 def test_fsdp_checkpoint_on_two_processes_resumes_exactly_and_matches_one_process(tmp_path, dataset):
     """FSDP full sharding, 2 ranks x 4 sequences, against 1 rank x 8 sequences: the same global batch."""
@@ -208,12 +187,15 @@ def test_fsdp_checkpoint_on_two_processes_resumes_exactly_and_matches_one_proces
 
     common = ["--data", dataset, "--max-steps", "6", "--warmup-steps", "2", "--tensorboard", "false",
               "--log-every", "1", "--sharding", "full", "--micro-batch", "4"]
-    _torchrun(2, *common, "--checkpoint-dir", str(tmp_path / "a"), "--checkpoint-every", "3",
-              "--output-dir", str(tmp_path / "out_a"), "--save-first-grads", str(tmp_path / "grads2.safetensors"),
-              "--sagemaker_program", "train.py", cwd=tmp_path)
+    run = torchrun(2, ENTRY, *common, "--checkpoint-dir", str(tmp_path / "a"), "--checkpoint-every", "3",
+                   "--output-dir", str(tmp_path / "out_a"), "--save-first-grads",
+                   str(tmp_path / "grads2.safetensors"), "--sagemaker_program", "train.py", cwd=tmp_path, timeout=180)
+    assert run.returncode == 0, run.text[-3000:]
     step3 = tmp_path / "a" / "step_00000003"
     assert sorted(p.name for p in step3.glob("__*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]  # one shard each
-    _torchrun(2, *common, "--resume", str(step3), "--output-dir", str(tmp_path / "out_b"), cwd=tmp_path)
+    run = torchrun(2, ENTRY, *common, "--resume", str(step3), "--output-dir", str(tmp_path / "out_b"), cwd=tmp_path,
+                   timeout=180)
+    assert run.returncode == 0, run.text[-3000:]
     whole = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "out_a")}
     resumed = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "out_b")}
     assert sorted(resumed) == [4, 5, 6]

@@ -42,7 +42,8 @@ lint: $(STAMP)
 # Three workers, a test file each at a time (the files share nothing but the machine), the longest files first in
 # tests/conftest.py's order (--no-loadscope-reorder); TEST_ARGS= runs it serially.
 # Three, not one per core: much of the suite waits (collective timeouts, sandbox jobs polled, servers, a browser)
-# rather than computes; on 2 cores the suite took 592 s with three workers against 688 s with two (2026-11-25).
+# rather than computes; on 2 cores the suite took 592 s with three workers against 688 s with two, and 489 s once
+# the longest files went first (2026-11-25).
 TEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 test: $(STAMP) lint slurm
 	$(BIN)/python -m pytest $(TEST_ARGS)

@@ -34,8 +34,9 @@ def test_data_parallel_notebook(run_notebook):
     assert rec["final_loss"] < math.log(512)  # it trained
     rates = rec["tokens_per_s"]
     assert set(rates) == {"1", "2"} and min(rates.values()) > 0
-    assert rec["speedup"] == pytest.approx(rates["2"] / rates["1"], rel=2e-3)
-    assert rec["scaling_efficiency"] == pytest.approx(rec["speedup"] / 2, rel=2e-3)
+    # both recorded to 3 decimals: a relative tolerance failed on a loaded machine (speedup 0.291, efficiency 0.146)
+    assert rec["speedup"] == pytest.approx(rates["2"] / rates["1"], abs=6e-4)
+    assert rec["scaling_efficiency"] == pytest.approx(rec["speedup"] / 2, abs=8e-4)
     assert 0 <= rec["data_share"] < 1
     assert rec["exaone_speedup"] == pytest.approx(10_000 / 6_300 - 1, abs=1e-4)  # "about 60% faster"
     assert rec["smddp_helps"] == {"2 x ml.g5.48xlarge (allreduce)": False, "1 x ml.p4d.24xlarge (allreduce)": False,

@@ -3,28 +3,24 @@
     .venv/bin/pytest tests/test_suite_order.py -q
 """
 
-import importlib.util
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tests_conftest():
-    """tests/conftest.py itself (`import conftest` may find another folder's conftest.py first)."""
-    spec = importlib.util.spec_from_file_location("fmlab_tests_conftest", ROOT / "tests" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _longest_first(pytestconfig) -> tuple[str, ...]:
+    """tests/conftest.py's list, from the conftest pytest loaded (`import conftest` may find another folder's)."""
+    path = str(ROOT / "tests" / "conftest.py")
+    conftest = next(p for p in pytestconfig.pluginmanager.get_plugins() if getattr(p, "__file__", None) == path)
+    return conftest.LONGEST_FIRST
 
 
-LONGEST_FIRST = _tests_conftest().LONGEST_FIRST
-
-
-def test_every_longest_first_file_exists():
-    missing = [name for name in LONGEST_FIRST if not (ROOT / "tests" / name).is_file()]
+def test_every_longest_first_file_exists(pytestconfig):
+    longest_first = _longest_first(pytestconfig)
+    missing = [name for name in longest_first if not (ROOT / "tests" / name).is_file()]
     assert not missing, f"tests/conftest.py LONGEST_FIRST names files that are gone: {missing}"
-    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+    assert len(set(longest_first)) == len(longest_first)
 
 
 def test_make_test_keeps_the_longest_first_order():

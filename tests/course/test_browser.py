@@ -214,25 +214,6 @@ def _wait_for_idle_kernel(page, base: str, token: str, notebook: str, timeout: f
                 f"status bar: {status_bar!r}")
 
 
-def _run_all_cells(page, attempts: int = 3, queued_within_s: float = 20) -> None:
-    """Run > Run All Cells, as a learner does; click again if no cell was queued (a click lost to a busy page)."""
-    for attempt in range(1, attempts + 1):
-        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.click()  # focus the notebook
-        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-        page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
-        deadline = time.perf_counter() + queued_within_s
-        while time.perf_counter() < deadline:
-            if any(p != "[ ]:" for p in _active_notebook_state(page)["prompts"]):
-                return
-            page.wait_for_timeout(250)
-        page.screenshot(path=str(SCREENSHOTS / f"jupyterlab-run-all-not-queued-{attempt}.png"))
-        dialogs = page.locator(".jp-Dialog")
-        if dialogs.count():
-            pytest.fail(f"Run All opened a dialog instead of running: {dialogs.first.text_content()[:300]!r}")
-        print(f"\n[browser] Run All queued no cell in {queued_within_s:.0f} s (attempt {attempt}); clicking again")
-    pytest.fail(f"Run All queued no cell in {attempts} attempts; screenshots in {SCREENSHOTS}")
-
-
 def _number(text: str) -> float:
     return float(text.replace(",", "").replace("$", "").strip())
 
@@ -250,7 +231,9 @@ def test_notebook_01_runs_and_its_calculator_responds(jupyterlab, browser):
     _wait_for_idle_kernel(page, base, token, NOTEBOOK)
 
     start = time.perf_counter()
-    _run_all_cells(page)
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell").first.click()  # focus the notebook
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
     deadline = time.perf_counter() + 90
     while True:
         state = _active_notebook_state(page)

@@ -107,3 +107,22 @@ def test_train_config_check_names_what_to_change():
         TrainConfig(micro_batch=0).check()
     with pytest.raises(TrainConfigError, match="--collective-timeout"):
         TrainConfig(collective_timeout=0.5).check()
+
+
+def test_clip_gradients_equals_torch_clip_and_clips_what_the_optimizer_steps():
+    from fmlab.train.loop import clip_gradients
+
+    torch.manual_seed(0)
+    grads = [torch.randn(5, 3) * 4, torch.randn(7), torch.randn(2, 2, 2)]
+    ours, theirs = ([torch.nn.Parameter(torch.zeros_like(g)) for g in grads] for _ in range(2))
+    for a, b, g in zip(ours, theirs, grads, strict=True):
+        a.grad, b.grad = g.clone(), g.clone()
+    ours[1].grad = None  # a parameter without a gradient is left out, as torch does
+    theirs[1].grad = None
+    norm = clip_gradients(ours, 1.0)
+    assert norm.item() == pytest.approx(torch.nn.utils.clip_grad_norm_(theirs, 1.0).item(), rel=1e-6)
+    assert norm.item() > 1.0  # so the gradients were scaled down
+    for a, b in zip(ours, theirs, strict=True):
+        if a.grad is not None:
+            torch.testing.assert_close(a.grad, b.grad)
+    assert clip_gradients([torch.nn.Parameter(torch.zeros(2))], 1.0).item() == 0.0  # no gradients: norm 0

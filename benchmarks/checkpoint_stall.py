@@ -3,15 +3,15 @@
     .venv/bin/python benchmarks/checkpoint_stall.py                       # 41 MB of state, 5 rounds per mode
     .venv/bin/python benchmarks/checkpoint_stall.py --hidden 512 --layers 8 --json stall.json   # 310 MB
 
-Trains a Llama-shaped model (`fmlab.train.stall.stall_preset`: hidden 256 and 4 layers by default, 3.4M
+Trains a Llama-shaped model (`fmlab.checkpoint.stall.stall_preset`: hidden 256 and 4 layers by default, 3.4M
 parameters, so 41 MB of weights and AdamW moments) on a fixed synthetic batch and saves once, after step
-`--save-at`, with `fmlab.train.checkpoint.Checkpointer`: `save(...)` (synchronous) or `save(...,
+`--save-at`, with `fmlab.checkpoint.Checkpointer`: `save(...)` (synchronous) or `save(...,
 asynchronous=True)`. Rounds alternate between the two modes so that load from other jobs falls on both alike;
 each round builds the model afresh and warms DCP up with one untimed save. Per mode it reports the medians over
 rounds of: the stall of the step that saves (the time spent in the save call), the save's total time (from the
 call to the commit: rename + COMPLETE marker + pruning), a normal step, and how much longer than normal the
 steps overlapping the background write took. `--json` writes every round's step trace for a notebook to plot
-(the same records as `fmlab.train.stall.measure_stall`, which notebook 08 calls).
+(the same records as `fmlab.checkpoint.measure_stall`, which notebook 08 calls).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ FIGURES = ("stall_s", "save_total_s", "baseline_step_s", "overlap_s")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from fmlab.checkpoint.stall import MODES, trace_save
     from fmlab.environment import describe
-    from fmlab.train.stall import MODES, trace_save
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hidden", type=int, default=256, help="model width (state = 12 bytes per parameter)")

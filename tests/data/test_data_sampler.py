@@ -149,7 +149,7 @@ def test_a_state_resumes_on_another_world_size_with_the_same_global_batches(befo
     reference, _ = _global_stream(n, w0, b0, steps=20)  # past an epoch end (48 / 8 = 6 steps an epoch)
     first, states = _global_stream(n, w0, b0, steps=9)
     assert len({json.dumps({k: v for k, v in st.items() if k != "rank"}) for st in states}) == 1  # ranks agree
-    state = json.loads(json.dumps(states[0]))  # rank 0's state, as fmlab.train.checkpoint reads it
+    state = json.loads(json.dumps(states[0]))  # rank 0's state, as fmlab.checkpoint reads it
     resumed, _ = _global_stream(n, w1, b1, steps=11, state=state)
     flatten = [sorted(i for part in step for i in part) for step in first + resumed]
     assert flatten == [sorted(i for part in step for i in part) for step in reference]

@@ -10,11 +10,11 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A 150-step run of the tiny Llama with checkpoints; its last model exported, and the untrained one."""
+    from fmlab.checkpoint import latest
     from fmlab.data import course_dataset
     from fmlab.models import build_model
     from fmlab.serve import export, heldout
     from fmlab.train.cache import train_cached
-    from fmlab.train.checkpoint import latest
     from fmlab.train.loop import TrainConfig
 
     root = tmp_path_factory.mktemp("module10")

@@ -1,4 +1,4 @@
-"""fmlab.train.checkpoint in one process: exact resume, atomic commit, keep-last-N, corruption, no pickles, HF export.
+"""fmlab.checkpoint in one process: exact resume, atomic commit, keep-last-N, corruption, no pickles, HF export.
 
 Run: .venv/bin/pytest tests/train/test_checkpoint.py   (sharded saves on 2 processes: tests/train/test_train.py)
 """
@@ -11,9 +11,7 @@ import shutil
 import pytest
 import torch
 
-from fmlab.data import ResumableSampler
-from fmlab.models import build_model
-from fmlab.train.checkpoint import (
+from fmlab.checkpoint import (
     Checkpointer,
     CheckpointError,
     complete_checkpoints,
@@ -21,6 +19,8 @@ from fmlab.train.checkpoint import (
     latest,
     verify,
 )
+from fmlab.data import ResumableSampler
+from fmlab.models import build_model
 
 VOCAB, SEQ = 512, 16
 

@@ -26,9 +26,7 @@ import torch
 from torch.distributed.checkpoint import FileSystemWriter
 from torchrun_launch import torchrun
 
-from fmlab.data import ResumableSampler
-from fmlab.models import build_model
-from fmlab.train.checkpoint import (
+from fmlab.checkpoint import (
     Checkpointer,
     CheckpointError,
     PendingSave,
@@ -36,6 +34,8 @@ from fmlab.train.checkpoint import (
     latest,
     read_marker,
 )
+from fmlab.data import ResumableSampler
+from fmlab.models import build_model
 
 VOCAB, SEQ = 512, 16
 ROWS = torch.randint(0, VOCAB, (40, SEQ), generator=torch.Generator().manual_seed(7))
@@ -168,7 +168,7 @@ def test_a_failed_async_write_is_never_committed(tmp_path, monkeypatch):
 
 
 def test_the_stall_measurement_notebook_08_plots(tmp_path):
-    from fmlab.train.stall import measure_stall, stall_rows
+    from fmlab.checkpoint import measure_stall, stall_rows
 
     result = measure_stall(steps=5, save_at=3, hidden=64, layers=1, batch=2, seq_len=16, folder=tmp_path)
     assert result["state_mb"] > 0 and [r["mode"] for r in stall_rows(result)] == ["sync", "async"]

@@ -29,6 +29,7 @@ import pytest
 import torch.distributed.checkpoint as dcp
 from torchrun_launch import ENTRY, torchrun
 
+from fmlab.checkpoint import complete_checkpoints, latest
 from fmlab.cli import main as main_cli
 from fmlab.data import course_dataset
 from fmlab.parallel import ParallelConfig, PlanError, init_distributed
@@ -41,7 +42,6 @@ from fmlab.parallel.mesh import (
 )
 from fmlab.train import TrainConfig, main, parse_config, train
 from fmlab.train import faults as faults_module
-from fmlab.train.checkpoint import complete_checkpoints, latest
 from fmlab.train.config import TrainConfigError, check_collective_timeout, phase_timeouts
 from fmlab.train.faults import Faults
 from fmlab.train.log import read_metrics

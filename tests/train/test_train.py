@@ -15,10 +15,10 @@ import pytest
 import torch
 from torchrun_launch import ENTRY, torchrun
 
+from fmlab.checkpoint import Checkpointer, CheckpointError, latest
 from fmlab.data import course_dataset
 from fmlab.plan import catalog, compute
 from fmlab.train import TrainConfig, main, parse_config, sagemaker_defaults, train
-from fmlab.train.checkpoint import Checkpointer, CheckpointError, latest
 from fmlab.train.config import TrainConfigError, adopt_mpi_environment
 from fmlab.train.log import METRIC_DEFINITIONS, read_metrics
 

@@ -97,9 +97,9 @@ def reload_and_evaluate(checkpoint_folder: str | Path, run: ShardedRun, data: st
     """Load the newest complete checkpoint of `checkpoint_folder` into one process (model, optimizer and LR
     schedule, resharded by DCP) and return (its path, its held-out loss). The data position is left out: it
     belongs to the world size that saved it (module 8 resumes on another world size)."""
+    from fmlab.checkpoint import Checkpointer, CheckpointError, latest
     from fmlab.data import PackedDataset
     from fmlab.models import build_model
-    from fmlab.train.checkpoint import Checkpointer, CheckpointError, latest
     from fmlab.train.config import TrainConfig
     from fmlab.train.evaluate import heldout_loss
     from fmlab.train.loop import build_optimizer
@@ -143,7 +143,7 @@ def job_figures(job: Job) -> tuple[float | None, float]:
 def check_gate(rung: Rung, job: Job, data: str, checkpoint_uri: str, previous_val_loss: float,
                planned_tokens_per_s: float | None, factor: float = DEFAULT_FACTOR) -> GateResult:
     """The gate's verdict on a rung whose job has ended."""
-    from fmlab.train.checkpoint import CheckpointError
+    from fmlab.checkpoint import CheckpointError
 
     run = rung.run
     status = job.describe()["TrainingJobStatus"]

@@ -213,8 +213,7 @@ def _kill_drill(data: str, base: Path) -> Drill:
 
 
 def _damage_drill(killed: Drill, base: Path) -> Drill:
-    from fmlab.train.checkpoint import newest_intact
-    from fmlab.train.checkpoint_folder import complete_checkpoints, damage
+    from fmlab.checkpoint import complete_checkpoints, damage, newest_intact
 
     start = time.perf_counter()
     folder = base / "damaged-ck"

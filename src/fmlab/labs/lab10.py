@@ -73,8 +73,8 @@ def _root() -> Path:
 
 def runs(root: str | Path | None = None) -> dict[str, Path]:
     """name -> checkpoint folder of the lab's two runs, trained once (reused when their last checkpoint exists)."""
+    from fmlab.checkpoint import complete_checkpoints
     from fmlab.train.cache import train_cached
-    from fmlab.train.checkpoint import complete_checkpoints
     from fmlab.train.loop import TrainConfig
 
     root = Path(root) if root else _root()
@@ -96,7 +96,7 @@ def runs(root: str | Path | None = None) -> dict[str, Path]:
 
 def complete_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
     """(step, path) of every complete checkpoint in `folder`, oldest first (the COMPLETE marker decides)."""
-    from fmlab.train.checkpoint import complete_checkpoints as found
+    from fmlab.checkpoint import complete_checkpoints as found
 
     return [(info.step, info.path) for info in found(folder)]
 

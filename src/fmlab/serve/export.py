@@ -4,7 +4,7 @@
     folder = export_model(model, "runs/export", tokenizer_dir=data / "tokenizer", card=card)
     check_round_trip(model, folder)      # AutoModelForCausalLM loads it; its logits equal the training model's
 
-`fmlab.train.export.export_hf` writes the weights (model.safetensors, gathered from every rank) and
+`fmlab.checkpoint.export_hf` writes the weights (model.safetensors, gathered from every rank) and
 config.json; this adds what a server needs to run the folder on its own (transformers' serve, vLLM, the
 SageMaker LMI container all read the same files): the tokenizer (tokenizer.json, tokenizer_config.json, with
 the context length as model_max_length), generation_config.json (end-of-text as eos and pad, greedy by
@@ -80,8 +80,8 @@ def export_model(model, out_dir: str | Path, tokenizer_dir: str | Path, card: Mo
     """Write `model` (one process) with its tokenizer, generation config and card to `out_dir`; returns it."""
     from transformers import AutoTokenizer, GenerationConfig
 
+    from fmlab.checkpoint import export_hf
     from fmlab.data import tokenizer_info
-    from fmlab.train.export import export_hf
 
     info = tokenizer_info(tokenizer_dir)
     out = export_hf(model, out_dir)

@@ -4,7 +4,7 @@
     verdict = decide(curve, baseline_loss=untrained_loss("tiny", data))
     verdict.go, verdict.reason                                  # True, "held-out perplexity fell from 512 to 73..."
 
-Every complete checkpoint (`step_*` with its COMPLETE marker, fmlab.train.checkpoint) is loaded into one
+Every complete checkpoint (`step_*` with its COMPLETE marker, fmlab.checkpoint) is loaded into one
 process (DCP reshards whatever world size saved it) and scored with `fmlab.train.evaluate.heldout_loss` on the
 same first `sequences` sequences of the dataset's validation split, which module 2's `prepare(...,
 validation_units=N)` holds out and training never reads. The gate (`decide`) is the rule a phased run applies
@@ -78,7 +78,7 @@ def _model_and_optimizer(model_name: str):
 
 def load_checkpoint_model(path: str | Path, model_name: str):
     """The model of one complete checkpoint, on this one process (its optimizer state is read and dropped)."""
-    from fmlab.train.checkpoint import Checkpointer
+    from fmlab.checkpoint import Checkpointer
 
     model, optimizer = _model_and_optimizer(model_name)
     with warnings.catch_warnings():  # "saved by N processes, loaded by 1": expected here
@@ -107,7 +107,7 @@ def untrained_loss(model_name: str, data: str | Path, sequences: int = 64, micro
 def checkpoint_curve(checkpoint_dir: str | Path, model_name: str, data: str | Path, sequences: int = 64,
                      micro_batch: int = 16) -> list[CheckpointScore]:
     """The held-out loss of every complete checkpoint in `checkpoint_dir`, oldest first."""
-    from fmlab.train.checkpoint import complete_checkpoints
+    from fmlab.checkpoint import complete_checkpoints
     from fmlab.train.evaluate import heldout_loss
 
     found = complete_checkpoints(checkpoint_dir)

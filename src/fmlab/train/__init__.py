@@ -1,4 +1,4 @@
-"""The training entry point and everything a run needs: config, loop, logs, checkpoints.
+"""The training entry point and everything a run needs: config, loop, logs (checkpoints: fmlab.checkpoint).
 
     python -m fmlab.train --model tiny --max-steps 20                        # one process
     torchrun --nproc-per-node 2 -m fmlab.train --model tiny --sharding full  # two gloo processes on a CPU
@@ -7,18 +7,13 @@
 Files, in the order data flows through a run:
 - config.py             TrainConfig (with the run's ParallelConfig): flags, SageMaker's extra arguments and SM_*
                         defaults, its check(), the LR schedule
-- loop.py               train(): data -> model -> parallelize -> train_step() x N -> checkpoints; main() parses flags
+- loop.py               train(): data -> model -> parallelize -> train_step() x N -> checkpoints (fmlab.checkpoint,
+                        the floor below: Checkpointer, export_hf); main() parses flags
 - log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL) and
                         StepTimer, the clocks behind its throughput
-- checkpoint.py         sharded DCP checkpoints: atomic commit, keep-last-N, resume, damage set aside, async saves
-- checkpoint_folder.py  which checkpoints a folder holds: names, the COMPLETE marker, verification, the newest
-- checkpoint_format.py  what a checkpoint file holds (RNG state, JSON, the safe DCP reader) and its checks
-- ranks.py              rank, world, barrier, gather for the checkpoint code (a world of 1 needs no group)
-- export.py             the trained model as a Hugging Face folder
 - evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
 - faults.py             fault injection for recovery drills: kill, hang, freeze or stall a rank, make it skip an
                         all-reduce, kill it mid-save
-- stall.py              how long a synchronous or asynchronous save stalls training (notebook 08)
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)
 - cache.py              train_cached(): a run trained once per content (code, settings, data) under build/cache/runs/
 

@@ -12,7 +12,7 @@ some) are reported and ignored. `--mp_parameters` (SMP v2's JSON) sets the paral
 (fmlab.parallel.from_mp_parameters).
 
 It logs loss, learning rate, tokens/s, model TFLOP/s per device and MFU (fmlab.train.log), checkpoints every
-`--checkpoint-every` steps (fmlab.train.checkpoint: sharded, atomic, resumable), resumes from the newest complete
+`--checkpoint-every` steps (fmlab.checkpoint: sharded, atomic, resumable), resumes from the newest complete
 checkpoint, and exports the final model as a Hugging Face folder to the model dir.
 
 Failures (module 8): collectives time out in two phases, as torchtitan's do: `--init-timeout` (300 s) while the
@@ -54,11 +54,11 @@ from fmlab.train.config import (
 if TYPE_CHECKING:  # the run state's types; torch and the data stack are imported when a run starts
     import torch
 
+    from fmlab.checkpoint import Checkpointer
     from fmlab.data import PackedDataset, ResumableSampler
     from fmlab.parallel import DistInfo
     from fmlab.parallel.collective_trace import CollectiveTrace
     from fmlab.plan.catalog import ModelPreset
-    from fmlab.train.checkpoint import Checkpointer
     from fmlab.train.faults import Faults
 
 __all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train",
@@ -272,7 +272,7 @@ def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
 
 def _resume(run: Run) -> None:
     """Open the checkpoint folder and load the checkpoint --resume names (auto: the newest intact one)."""
-    from fmlab.train import checkpoint
+    from fmlab import checkpoint
 
     cfg, rank = run.cfg, run.dist.rank
     run.ckpt = checkpoint.Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
@@ -431,7 +431,7 @@ def _save(run: Run, step: int) -> str:
 def _finish(run: Run, log, last_step: int, saved: str, losses: dict, val_losses: dict, tokens_per_s: float,
             flops: float, started: float) -> TrainResult:
     """The final checkpoint and export, and what the run did (rank 0 also writes summary.json)."""
-    from fmlab.train import checkpoint
+    from fmlab import checkpoint
 
     cfg, dist = run.cfg, run.dist
     interrupted = last_step < cfg.max_steps
@@ -460,10 +460,10 @@ def _finish(run: Run, log, last_step: int, saved: str, losses: dict, val_losses:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: parse flags and the SageMaker environment, train; 0 on success, 2 on a bad setting,
     1 when a collective timed out (a dead or hung peer: torchrun's --max-restarts then restarts the workers)."""
+    from fmlab.checkpoint import CheckpointError
     from fmlab.data import DataError
     from fmlab.parallel.mesh import CollectiveTimeout
     from fmlab.plan.compute import PlanError
-    from fmlab.train.checkpoint import CheckpointError
 
     try:
         train(parse_config(argv))

@@ -1,10 +1,10 @@
 """Which checkpoints a folder holds: the names, the COMPLETE marker, and whether the files still check out.
 
-    from fmlab.train.checkpoint_folder import latest, complete_checkpoints, verify
+    from fmlab.checkpoint import latest, complete_checkpoints, verify
     latest("/opt/ml/checkpoints")            # the newest complete checkpoint, or None
     verify(path)                             # CheckpointInfo, or CheckpointError naming the damaged file
 
-Reading only: nothing here writes, and nothing needs a process group (fmlab.train.checkpoint saves and loads;
+Reading only: nothing here writes, and nothing needs a process group (fmlab.checkpoint.checkpointer saves and loads;
 its `newest_intact` is the collective that sets a damaged checkpoint aside).
 """
 
@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from fmlab.train.checkpoint_format import CheckpointError
+from fmlab.checkpoint.format import CheckpointError
 
 PREFIX = "step_"
 INCOMPLETE = ".incomplete-"

@@ -1,6 +1,6 @@
 """The on-disk format of fmlab checkpoints for everything that is not a tensor, and safe reading of DCP's index.
 
-Used by fmlab.train.checkpoint (see there for the folder layout). Nothing here pickles: RNG states, the data
+Used by fmlab.checkpoint.checkpointer (see there for the folder layout). Nothing here pickles: RNG states, the data
 position, optimizer hyper-parameters and the LR scheduler are JSON; DCP's own index (`.metadata`, a pickle
 that torch's FileSystemReader would load with plain `pickle.load`) is read with an unpickler that admits only
 DCP's metadata classes, and a checkpoint holding pickled objects is refused.

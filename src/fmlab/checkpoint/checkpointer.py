@@ -1,6 +1,6 @@
 """Training checkpoints: sharded with torch.distributed.checkpoint, committed atomically, resumed exactly.
 
-    from fmlab.train.checkpoint import Checkpointer, export_hf
+    from fmlab.checkpoint import Checkpointer, export_hf
     ckpt = Checkpointer("/opt/ml/checkpoints", keep_last=3)
     ckpt.save(step, model, optimizer, scheduler, sampler)   # every rank calls it: it is a collective
     ckpt.save(step, model, optimizer, asynchronous=True)    # returns once the state is copied to CPU memory
@@ -48,21 +48,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fmlab.train.checkpoint_folder import (  # noqa: F401  (re-exported: what callers read from here)
+from fmlab.checkpoint.folder import (
     CORRUPT,
     INCOMPLETE,
     MARKER,
     PREFIX,
     TRAINER_FILE,
-    CheckpointInfo,
     complete_checkpoints,
     damage,
     latest,
-    read_marker,
     step_of,
     verify,
 )
-from fmlab.train.checkpoint_format import (
+from fmlab.checkpoint.format import (
     CheckpointError,
     json_ready,
     quiet_single_process,
@@ -73,14 +71,13 @@ from fmlab.train.checkpoint_format import (
     set_rng_state,
     write_json,
 )
-from fmlab.train.export import export_hf  # noqa: F401  (re-exported: loop.py and tests call it from here)
-from fmlab.train.ranks import barrier as _barrier
-from fmlab.train.ranks import dist_or_none as _dist
-from fmlab.train.ranks import from_rank0
-from fmlab.train.ranks import gather as _gather
-from fmlab.train.ranks import node_leader as _node_leader
-from fmlab.train.ranks import rank as _rank
-from fmlab.train.ranks import world as _world
+from fmlab.checkpoint.ranks import barrier as _barrier
+from fmlab.checkpoint.ranks import dist_or_none as _dist
+from fmlab.checkpoint.ranks import from_rank0
+from fmlab.checkpoint.ranks import gather as _gather
+from fmlab.checkpoint.ranks import node_leader as _node_leader
+from fmlab.checkpoint.ranks import rank as _rank
+from fmlab.checkpoint.ranks import world as _world
 
 
 def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:

@@ -1,13 +1,13 @@
 """How long a checkpoint stalls training: a synchronous save against an asynchronous one (DCP `async_save`).
 
-    from fmlab.train.stall import measure_stall
+    from fmlab.checkpoint import measure_stall
     result = measure_stall()          # both modes on a ~40 MB training state: a few seconds on 2 CPU cores
     result["state_mb"], result["sync"]["stall_s"], result["async"]["stall_s"], result["async"]["save_total_s"]
     result["async"]["trace"]          # one record per step: start_s, compute_s, save_s (what a notebook plots)
 
 Each mode trains the same Llama-shaped model (hidden 256, 4 layers: 3.4M parameters, i.e. 41 MB of weights
 and AdamW moments) from the same seed on one fixed synthetic batch, and saves once with
-`fmlab.train.checkpoint.Checkpointer` after step `save_at`. The step that saves is stalled by the save call:
+`fmlab.checkpoint.Checkpointer` after step `save_at`. The step that saves is stalled by the save call:
 the whole write and commit when synchronous; only the copy of the state to CPU memory when asynchronous (the
 files are written and committed by a background thread while the next steps run; on a small machine that
 thread shares the cores with training, so those steps are slower, on 2 CPU cores by about what the synchronous
@@ -33,7 +33,7 @@ def stall_preset(hidden: int = 256, layers: int = 4):
 
     return ModelPreset(f"stall-{hidden}x{layers}", "llama", hidden=hidden, layers=layers, heads=4, vocab=512,
                        seq_len=128, intermediate=(8 * hidden // 3 + 15) // 16 * 16,
-                       source="fmlab.train.stall: a model sized for checkpoint timing")
+                       source="fmlab.checkpoint.stall: a model sized for checkpoint timing")
 
 
 def state_bytes(model, optimizer) -> int:
@@ -76,8 +76,8 @@ def trace_save(asynchronous: bool, folder: str | Path, *, steps: int = 14, save_
     GPU (`device="cuda"`) every step is synchronised before it is timed, and staging copies to CPU memory."""
     import torch
 
+    from fmlab.checkpoint.checkpointer import Checkpointer
     from fmlab.models import build_model
-    from fmlab.train.checkpoint import Checkpointer
 
     if not 1 < save_at < steps:
         raise ValueError(f"save_at must lie strictly between step 1 (warm-up) and the last step {steps}, got {save_at}")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from fmlab.train.checkpoint_format import CheckpointError
-from fmlab.train.ranks import barrier, rank
+from fmlab.checkpoint.format import CheckpointError
+from fmlab.checkpoint.ranks import barrier, rank
 
 
 def _hf_model(model):

@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -187,7 +188,8 @@ def llama_weights_from_hf(hf_state: dict) -> dict:
 
 def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
                  preset: str = "tiny") -> tuple[list[float], list[float]]:
-    """nanoGPT's step on nanoGPT's design of the model: AdamW (decay on matrices), loss, backward, clip, step, zero."""
+    """nanoGPT's step on nanoGPT's design of the model (its train.py on a CPU, fp32, no GradScaler): set the LR,
+    loss / accumulation steps, backward, clip, AdamW (decay on matrices, torch's default implementation), zero."""
     from fmlab.data import ResumableSampler
 
     torch.manual_seed(seed)
@@ -199,11 +201,17 @@ def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
     order = iter(ResumableSampler(len(ds) - 1, 0, 1, seed=seed))
     model.train()
 
+    iteration = 0
+
     def step():
+        nonlocal iteration
+        iteration += 1
+        for group in optimizer.param_groups:  # nanoGPT sets its cosine schedule's LR at every iteration
+            group["lr"] = lr * 0.5 * (1.0 + math.cos(math.pi * min(iteration / 5000, 1.0)))
         rows = [next(order) for _ in range(micro_batch)]
         x = torch.stack([ds[j] for j in rows])
         y = torch.stack([torch.cat([ds[j][1:], ds[j + 1][:1]]) for j in rows])  # the next 128 tokens
-        return model(x, y)
+        return model(x, y) / 1  # nanoGPT divides by its gradient accumulation steps (1 here), as the engine does
 
     return timed_steps(step, model, optimizer, steps)
 

@@ -16,7 +16,8 @@ interleaved, or makes the timed call take a known time.
 
 - ex1 and ex2, first on padded calls: every matmul (a @ b, torch.matmul, torch.mm and the Tensor methods) or
   every dist.all_reduce takes PAD_SECONDS, the real call then a sleep, each call's real time recorded; the
-  answer is then work / seconds, checked within PAD_TOLERANCE. That catches n^3 for 2n^3, the FLOPs of one
+  answer is then work / seconds, checked within PAD_TOLERANCE (a world whose calls' times spread wider than
+  PAD_SPREAD_MAX runs again, up to PAD_TRIES times). That catches n^3 for 2n^3, the FLOPs of one
   call over the time of all, a size written into the formula, TFLOP/s for FLOP/s; and, on 4 ranks where
   2(W-1)/W = 1.5, an algorithm bandwidth (nbytes / time) for the bus bandwidth, gigabits, wrong units.
   Then on real calls (the tiny model's 632,064 gradient bytes for ex2): PAIRS rounds interleaved with the lab's
@@ -75,6 +76,11 @@ FLOPS_FACTOR, BUS_FACTOR = 2.0, 4.0
 REAL_TRIES = 2  # a learner's value outside the band is measured once more before the check fails
 PAD_SECONDS = 0.02
 PAD_TOLERANCE = 0.1  # a barrier inside the timing, the loop around the calls, stay within it
+# The padded answer is known only within [work / mean call, work / fastest call]. A wrong factor of 1.5 (an
+# algorithm bandwidth on 4 ranks) hides in that range once it spans more than 1.5 x (1 - PAD_TOLERANCE) =
+# 1.35x, which a loaded machine can do (4 ranks on 2 busy cores: one call of 13 took 186 ms against 20, and the
+# range spanned 1.9x). A wider padded world is run again, up to PAD_TRIES times, and the tightest judged.
+PAD_SPREAD_MAX, PAD_TRIES = 1.3, 3
 MATMUL_N, MATMUL_REPEATS = 384, 10  # the check's real calls (the notebook may use others)
 PAD_MATMUL_N = 256  # the padded calls: another size, so that a size written into the formula shows
 PAD_WORLD, PAD_BYTES = 4, 2**20  # 4 ranks, where 2(W-1)/W = 1.5 (at 2 it is 1)
@@ -392,6 +398,26 @@ def _flops_hint(ratio: float) -> str:
             "best), and return 2 n^3 / seconds")
 
 
+def _padded_world(exact: Callable, base: Path, world_size: int, prepare, what: str,
+                  work: float) -> tuple[World, Padded | None, str]:
+    """Run the learner's function where every call takes PAD_SECONDS; again (up to PAD_TRIES) while the calls'
+    real times spread too wide to tell a wrong factor apart. The world, its Padded result (the tightest) or None
+    and why."""
+    best: tuple[World, Padded | None, str] | None = None
+    for attempt in range(PAD_TRIES):
+        w = run_world(exact, base / f"logs-padded-{attempt}", world_size, prepare=prepare)
+        if w.unanswered():
+            return w, None, ""
+        padded, why = _padded_result(w, what, work)
+        if padded is None:
+            return w, None, why
+        if best is None or padded.high / padded.low < best[1].high / best[1].low:
+            best = (w, padded, why)
+        if padded.high / padded.low <= PAD_SPREAD_MAX:
+            break
+    return best
+
+
 def check_matmul_flops(measure_matmul_flops, work) -> bool:
     ex = "ex1_matmul_flops"
     if not callable(measure_matmul_flops):
@@ -401,11 +427,10 @@ def check_matmul_flops(measure_matmul_flops, work) -> bool:
     def exact(rank, world_size):
         return {"value": measure_matmul_flops(PAD_MATMUL_N, MATMUL_REPEATS), "seconds": _PADDED["seconds"]}
 
-    w = run_world(exact, base / "logs-padded", 1, prepare=_pad_matmul)
+    w, padded, why = _padded_world(exact, base, 1, _pad_matmul, "matmul", 2 * PAD_MATMUL_N**3)
     if w.unanswered():
         return LAB.report(ex, False, "not answered yet: measure_matmul_flops still raises NotImplementedError. Hint: "
                           "time n x n matmuls after a warm-up and return 2 n^3 / seconds per call")
-    padded, why = _padded_result(w, "matmul", 2 * PAD_MATMUL_N**3)
     if padded is None:
         return LAB.report(ex, False, f"{why}. Hint: return FLOP/s as a float")
     exact_said = (f"where the check made every matmul take {PAD_SECONDS * 1e3:g} ms, "
@@ -463,12 +488,12 @@ def check_bus_bandwidth(measure_bus_bandwidth, work) -> bool:
     def exact(rank, world_size):
         return {"value": measure_bus_bandwidth(rank, world_size, PAD_BYTES), "seconds": _PADDED["seconds"]}
 
-    w = run_world(exact, base / "logs-padded", PAD_WORLD, prepare=_pad_all_reduce)
+    w, padded, why = _padded_world(exact, base, PAD_WORLD, _pad_all_reduce, "dist.all_reduce",
+                                   2 * (PAD_WORLD - 1) / PAD_WORLD * PAD_BYTES / 1e9)
     if w.unanswered():
         return LAB.report(ex, False, "not answered yet: measure_bus_bandwidth still raises NotImplementedError. "
                           "Hint: time dist.all_reduce of nbytes // 4 float32 values; busbw = nbytes / seconds x "
                           "2(W-1)/W / 1e9")
-    padded, why = _padded_result(w, "dist.all_reduce", 2 * (PAD_WORLD - 1) / PAD_WORLD * PAD_BYTES / 1e9)
     if padded is None:
         return LAB.report(ex, False, f"on {PAD_WORLD} ranks, {why}. Hint: return the bus bandwidth in GB/s as a "
                           "float, on every rank")

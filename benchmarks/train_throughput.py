@@ -11,8 +11,9 @@ fp32, one torch thread. The contenders, each timed per optimizer step:
   default, 1 its most expensive setting), schedule, DTensor-aware clipping, data-parallel sampler, fused AdamW;
 - "bare": the loop a reader would write on the same model, data order and AdamW settings (torch's default
   AdamW implementation, clip_grad_norm_);
-- "nanogpt": the same model written in nanoGPT's design, with nanoGPT's step (two AdamW groups, decay on
-  matrices; loss, backward, clip, step, zero), eager, as nanoGPT runs on a CPU (`--compile=False`, its README).
+- "nanogpt": the same model written in nanoGPT's design, with nanoGPT's step as its train.py runs it on a CPU
+  (the LR set every iteration, the loss over the accumulation steps, backward, clip, torch's default AdamW in two
+  groups with decay on matrices, zero), eager (`--compile=False`, as its README runs on a CPU).
   For `tiny` that is NanoLlama: the preset's Llama (RMSNorm, rotary positions, 2 key/value heads, SwiGLU 176
   wide) as a nanoGPT-style module, holding the engine's very weights (tests/train/test_throughput_benchmark.py
   checks loss and gradients against the Hugging Face model). For `tiny-gpt` it is nanoGPT's GPT (GPT-2 blocks:
@@ -94,8 +95,8 @@ class NanoGPT(nn.Module):
 
 class NanoLlamaBlock(nn.Module):
     """The same design written for the Llama layout of the `tiny` preset: RMSNorm, rotary positions, grouped
-    keys/values (4 query heads, 2 key/value heads), a SwiGLU MLP, no biases. Names and shapes match Hugging Face's
-    Llama, so it holds the very weights the engine trains."""
+    keys/values (4 query heads, 2 key/value heads), a SwiGLU MLP, no biases. Its layers carry Hugging Face's
+    names and shapes (llama_weights_from_hf maps the prefixes), so it holds the very weights the engine trains."""
 
     def __init__(self, width: int, heads: int, kv_heads: int, ffn: int):
         super().__init__()
@@ -201,7 +202,7 @@ def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
     order = iter(ResumableSampler(len(ds) - 1, 0, 1, seed=seed))
     model.train()
 
-    iteration = 0
+    iteration, accumulation_steps = 0, 1
 
     def step():
         nonlocal iteration
@@ -211,7 +212,7 @@ def nanogpt_loop(ds, steps: int, micro_batch: int, lr: float, seed: int,
         rows = [next(order) for _ in range(micro_batch)]
         x = torch.stack([ds[j] for j in rows])
         y = torch.stack([torch.cat([ds[j][1:], ds[j + 1][:1]]) for j in rows])  # the next 128 tokens
-        return model(x, y) / 1  # nanoGPT divides by its gradient accumulation steps (1 here), as the engine does
+        return model(x, y) / accumulation_steps  # nanoGPT's loss scaling for accumulation, as the engine's
 
     return timed_steps(step, model, optimizer, steps)
 

@@ -42,6 +42,7 @@ from fmlab.parallel.mesh import (
 )
 from fmlab.train import TrainConfig, main, parse_config, train
 from fmlab.train import faults as faults_module
+from fmlab.train import loop as loop_module
 from fmlab.train.config import TrainConfigError, check_collective_timeout, phase_timeouts
 from fmlab.train.faults import Faults
 from fmlab.train.log import read_metrics
@@ -199,6 +200,22 @@ def test_the_failure_file_is_written_once_per_host_and_only_inside_a_job(tmp_pat
     assert write_failure_file("rank 0 second", {"SM_OUTPUT_FAILURE": str(path)}) == str(path)
     assert path.read_text() == "rank 1 stopped\n"  # the first rank's words stay
     assert write_failure_file("anything", {}) == ""  # not in a job: nothing written
+
+
+def test_a_dead_peer_is_named_in_the_jobs_failure_file_and_its_error_raised_as_it_came(dataset, tmp_path, monkeypatch):
+    """A survivor whose collective fails because a peer's connection closed leaves the verdict as the job's
+    FailureReason. (Under torchrun the survivor races the agent, which stops it within 0.1 s of the death, so the
+    real drill cannot be relied on to get there: here the loop raises the backend's error itself.)"""
+    failure = tmp_path / "output" / "failure"
+    monkeypatch.setenv("SM_OUTPUT_FAILURE", str(failure))
+
+    def peer_closed(run, started):
+        raise RuntimeError("[/x/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:5539")
+
+    monkeypatch.setattr(loop_module, "_loop", peer_closed)
+    with pytest.raises(RuntimeError, match="Connection closed by peer"):  # the backend's own error, unchanged
+        train(TrainConfig(model="tiny", data=dataset, max_steps=2, output_dir=str(tmp_path / "out")))
+    assert failure.read_text() == "a collective failed because a peer process closed its connection: it died\n"
 
 
 # ---------------------------------------------------------------- two gloo processes under torchrun

@@ -22,8 +22,8 @@ dead or hung peer raises CollectiveTimeout instead of waiting forever (exit stat
 rank that stopped, the collective and the step: every rank keeps its last `--trace-collectives` collectives
 (PyTorch's Flight Recorder, fmlab.parallel.collective_trace), each surviving rank writes its trace to
 `--trace-dir` (default <output dir>/collective-traces) and they compare notes (fmlab.parallel.hangs; `fmlab hangs
-DIR` reads the files afterwards). In a SageMaker job the verdict is also the job's failure file
-(/opt/ml/output/failure, FailureReason). Under `torchrun --max-restarts N` every
+DIR` reads the files afterwards). A peer that died (its connection closed) is named the same way. In a SageMaker
+job the verdict is also the job's failure file (/opt/ml/output/failure, FailureReason). Under `torchrun --max-restarts N` every
 restart attempt gets its own process-group keys (fmlab.parallel.mesh) and resumes from the newest complete
 checkpoint, also on another number of processes when the data position re-splits (fmlab.data.sampler). Drills:
 `--fault kill|hang|freeze|kill-save --fault-step N --fault-rank R` (fmlab.train.faults).
@@ -322,7 +322,8 @@ def trace_dir(cfg: TrainConfig) -> str:
 
 def _collective_failure(error: RuntimeError, cfg: TrainConfig, trace: CollectiveTrace) -> BaseException:
     """The error to raise for `error`: a CollectiveTimeout naming the rank that stopped, the collective and the
-    step when a collective timed out; `error` itself otherwise (a peer that died is named on stderr first)."""
+    step when a collective timed out; `error` itself otherwise. A peer that died is named on stderr and in the
+    job's failure file (SageMaker's FailureReason), and the backend's own error is raised as it came."""
     import torch.distributed as tdist
 
     from fmlab.parallel.mesh import collective_timeout_error, peer_lost
@@ -343,8 +344,9 @@ def _collective_failure(error: RuntimeError, cfg: TrainConfig, trace: Collective
     flag = "--collective-timeout" if trace.phase == "training" else "--init-timeout"
     timed_out = collective_timeout_error(error, trace.timeout_s, flag, named)
     if timed_out is None:
-        print(f"error: a collective failed because a peer process closed its connection: {named or 'it died'}",
-              file=sys.stderr, flush=True)
+        said = f"a collective failed because a peer process closed its connection: {named or 'it died'}"
+        print(f"error: {said}", file=sys.stderr, flush=True)
+        write_failure_file(said)
         return error
     return timed_out
 

@@ -6,6 +6,7 @@ the machine running the tests may be busy, so each test here was run repeatedly 
 """
 
 import math
+import re
 import statistics
 import time
 
@@ -105,7 +106,11 @@ def test_ex2_algorithm_bandwidth_fails_on_4_ranks(tmp_path, capsys):
     assert lab01.check_bus_bandwidth(_algorithm_bandwidth, tmp_path) is False
     out = capsys.readouterr().out
     assert "on 4 ranks, where the check made every dist.all_reduce take 20 ms" in out
-    assert "yours 0.05" in out and "(0.66" in out and "you returned the algorithm bandwidth" in out
+    assert "you returned the algorithm bandwidth" in out
+    # 1 MiB in 20 ms calls is 0.0524 GB/s of algorithm bandwidth, 2/3 of the bus bandwidth; on a loaded machine the
+    # calls run longer (one CI run: the value below 0.05, the ratio off 0.667), so both are read, not matched
+    yours, ratio = map(float, re.search(r"yours ([0-9.]+) \(([0-9.]+)x", out).groups())
+    assert 0.02 < yours < 0.06 and abs(ratio * 1.5 - 1) < 0.1
 
 
 def test_ex2_gigabits_fail(tmp_path, capsys):

@@ -108,7 +108,7 @@ def test_ex2_algorithm_bandwidth_fails_on_4_ranks(tmp_path, capsys):
     assert "on 4 ranks, where the check made every dist.all_reduce take 20 ms" in out
     assert "you returned the algorithm bandwidth" in out
     # 1 MiB in 20 ms calls is 0.0524 GB/s of algorithm bandwidth, 2/3 of the bus bandwidth; on a loaded machine the
-    # calls run longer (one CI run: the value below 0.05, the ratio off 0.667), so both are read, not matched
+    # calls run longer (one CI run printed other figures), so both are read, not matched
     yours, ratio = map(float, re.search(r"yours ([0-9.]+) \(([0-9.]+)x", out).groups())
     assert 0.02 < yours < 0.06 and abs(ratio * 1.5 - 1) < 0.1
 

@@ -27,7 +27,7 @@ def test_nano_llama_is_the_tiny_llama(bench):
     nano = bench.nano_model("tiny")
     nano.load_state_dict(bench.llama_weights_from_hf(hf.state_dict()))  # strict: every name and shape matches
     x = torch.randint(0, 512, (2, 128), generator=torch.Generator().manual_seed(0))
-    targets = torch.cat([x[:, 1:], torch.full((2, 1), -100)], dim=1)  # HF's labels=x: the last position predicts nothing
+    targets = torch.cat([x[:, 1:], torch.full((2, 1), -100)], dim=1)  # as HF's labels=x: the last predicts nothing
     hf_loss, nano_loss = hf(input_ids=x, labels=x).loss, nano(x, targets)
     assert nano_loss.item() == pytest.approx(hf_loss.item(), abs=1e-5)
     hf_loss.backward()

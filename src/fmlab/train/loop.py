@@ -23,10 +23,11 @@ rank that stopped, the collective and the step: every rank keeps its last `--tra
 (PyTorch's Flight Recorder, fmlab.parallel.collective_trace), each surviving rank writes its trace to
 `--trace-dir` (default <output dir>/collective-traces) and they compare notes (fmlab.parallel.hangs; `fmlab hangs
 DIR` reads the files afterwards). A peer that died (its connection closed) is named the same way. In a SageMaker
-job the verdict is also the job's failure file (/opt/ml/output/failure, FailureReason). Under `torchrun --max-restarts N` every
-restart attempt gets its own process-group keys (fmlab.parallel.mesh) and resumes from the newest complete
-checkpoint, also on another number of processes when the data position re-splits (fmlab.data.sampler). Drills:
-`--fault kill|hang|freeze|kill-save --fault-step N --fault-rank R` (fmlab.train.faults).
+job the verdict is also the job's failure file (/opt/ml/output/failure, FailureReason). Under `torchrun
+--max-restarts N` every restart attempt gets its own process-group keys (fmlab.parallel.mesh) and resumes from
+the newest complete checkpoint, also on another number of processes when the data position re-splits
+(fmlab.data.sampler). Drills: `--fault kill|hang|freeze|kill-save --fault-step N --fault-rank R`
+(fmlab.train.faults).
 """
 
 from __future__ import annotations

@@ -82,9 +82,32 @@ def describe() -> dict[str, str]:
     }
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (for a local rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux; elsewhere 49152 and up (IANA)
+
+
+def free_port(tries: int = 50) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for a local rendezvous, a server).
+
+    The port is handed to a process that binds it seconds later, so it is drawn below the range the OS hands out
+    for port 0 (Linux: 32768-60999): a notebook kernel's ZeroMQ sockets and every outgoing connection take their
+    ports from that range, and one once took such a port between its choice and its use.
+    """
+    import random
+
+    try:
+        ephemeral_low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 49152
+    low = max(1024, ephemeral_low - 16384)
+    for _ in range(tries if ephemeral_low - low >= 1024 else 0):
+        port = random.randrange(low, ephemeral_low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # crowded below the range: the OS's choice
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

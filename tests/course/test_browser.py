@@ -16,6 +16,7 @@ a skip that says why.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -29,8 +30,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from fmlab.environment import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -130,6 +129,30 @@ def browser(tmp_path_factory):
         context.close()
 
 
+LAB_START_TRIES = 3
+
+
+def _serving_port(server: subprocess.Popen, runtime: Path, token: str, deadline: float) -> int | None:
+    """The port JupyterLab serves on, once /api/status answers; None if the server exited first.
+
+    The server picks its own port (--ServerApp.port=0) and writes it to jpserver-<pid>.json in its runtime folder.
+    A port chosen here and handed over would be free only when chosen: during the seconds `make lab` takes to
+    start, a notebook kernel in another test worker once bound it, and the poll below read ZeroMQ from it.
+    """
+    while time.perf_counter() < deadline:
+        if server.poll() is not None:
+            return None
+        for info_file in runtime.glob("jpserver-*.json"):
+            try:
+                port = json.loads(info_file.read_text())["port"]
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2)
+                return port
+            except (OSError, ValueError, KeyError, http.client.HTTPException):
+                pass  # not written in full yet, or not serving yet
+        time.sleep(0.3)
+    return None
+
+
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
     """JupyterLab as `make lab` starts it, on 127.0.0.1 with a token; yields (base_url, token, jupyter_dirs)."""
@@ -141,34 +164,42 @@ def jupyterlab(tmp_path_factory):
     env = dict(os.environ, JUPYTER_DATA_DIR=str(dirs["data"]), JUPYTER_CONFIG_DIR=str(dirs["config"]),
                JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]),
                JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]))
-    port, token = free_port(), secrets.token_hex(16)
-    lab_args = (f"--no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} --ServerApp.port_retries=0 "
-                f"--IdentityProvider.token={token} --FileCheckpoints.checkpoint_dir={dirs['checkpoints']}")
-    log = (home / "lab.log").open("w")
+    token = secrets.token_hex(16)
+    lab_args = (f"--no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port=0 --IdentityProvider.token={token} "
+                f"--FileCheckpoints.checkpoint_dir={dirs['checkpoints']}")
+    log_path = home / "lab.log"
     start = time.perf_counter()
-    # -o: never re-run the venv set-up from inside the tests; BIN: the interpreter running these tests
-    server = subprocess.Popen(["make", "-o", ".venv/.installed", "lab", f"LAB_ARGS={lab_args}",
-                               f"BIN={Path(sys.executable).parent}"], cwd=ROOT, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    for _ in range(LAB_START_TRIES):
+        for stale in dirs["runtime"].glob("jpserver-*.json"):
+            stale.unlink()
+        with log_path.open("w") as log:
+            # -o: never re-run the venv set-up from inside the tests; BIN: the interpreter running these tests
+            server = subprocess.Popen(["make", "-o", ".venv/.installed", "lab", f"LAB_ARGS={lab_args}",
+                                       f"BIN={Path(sys.executable).parent}"], cwd=ROOT, env=env, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        port = _serving_port(server, dirs["runtime"], token, deadline=start + 120)
+        if port is not None:
+            break
+        _stop(server)
+        # Between picking its free port and binding it the server can still lose it; then it exits, and runs again.
+        if "no available port" not in log_path.read_text():
+            break
+    if port is None:
+        pytest.fail(f"`make lab` did not serve JupyterLab:\n{log_path.read_text()[-2000:]}")
     try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None or time.perf_counter() - start > 120:
-                    pytest.fail(f"`make lab` did not serve JupyterLab:\n{(home / 'lab.log').read_text()[-2000:]}")
-                time.sleep(0.3)
         _timed("make_lab_until_serving_s", start)
-        yield base, token, dirs
+        yield f"http://127.0.0.1:{port}", token, dirs
     finally:
-        os.killpg(server.pid, signal.SIGTERM)  # make and the jupyter server it started: one process group
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
+        _stop(server)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)  # make and the jupyter server it started: one process group
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
 
 
 def test_make_lab_registers_the_course_kernel(jupyterlab):

@@ -19,6 +19,9 @@ local shard with fewer heads works unchanged; OPT's reshapes with `view(bsz, -1,
 which on a shard would silently fold heads into the sequence axis, so `shard_attention_heads` divides
 `num_heads` by the tensor-parallel degree (the parity tests catch it if that is forgotten).
 
+The training engine's model attends with `pretraining_attention` (`use_pretraining_attention`): transformers'
+SDPA call without the causal mask "sdpa" prepares on every forward; an exported model attends with "sdpa" again.
+
 Importing transformers' model code costs about 4 s per process on a 2-core laptop (measured:
 `python -c "import transformers; from transformers import LlamaForCausalLM"`, 4.0-5.0 s after torch's 1-2 s);
 every spawned worker pays it once, which is why the multi-process demos run many checks per spawned world.
@@ -135,3 +138,46 @@ def shard_attention_heads(model, tp: int) -> None:
             if attn.num_heads % tp:
                 raise ValueError(f"tp={tp} must divide the {attn.num_heads} attention heads")
             attn.num_heads //= tp
+
+
+# ---------------------------------------------------------------- the attention the engine trains with
+
+PRETRAINING_ATTENTION = "fmlab_pretraining_sdpa"
+
+
+class PretrainingAttentionError(ValueError):
+    """A model set up for pretraining rows was asked for something else (a KV cache, generation)."""
+
+
+def pretraining_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """Causal attention over whole, unpadded rows, as a `transformers` attention function: one SDPA call with
+    `is_causal` and grouped keys/values (`enable_gqa`), and no mask built.
+
+    transformers' "sdpa" builds the mask first (`create_causal_mask`): on every forward it looks for packed
+    sequences in the position ids (a diff, a cumsum, a reduction read back to Python) before deciding that none is
+    needed. Pretraining rows never need one, and on the course's tiny model that check is 1-2% of a training
+    step on a CPU (benchmarks/train_throughput.py). The same SDPA kernel runs with the same arguments, so the
+    numbers are those of "sdpa" exactly (tests/test_models.py).
+    """
+    import torch.nn.functional as F
+
+    if query.shape[2] != key.shape[2]:
+        raise PretrainingAttentionError(
+            f"{PRETRAINING_ATTENTION} attends whole rows, but got {query.shape[2]} queries for {key.shape[2]} keys "
+            f"(a KV cache, as in generation): call model.set_attn_implementation('sdpa') first")
+    out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=scaling, is_causal=True,
+                                         enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_pretraining_attention(model) -> None:
+    """Make `model` attend with `pretraining_attention` (registered with transformers' AttentionInterface).
+
+    For the training engine's own model only: with an implementation that builds no mask, transformers drops any
+    `attention_mask` a caller passes, so padded batches would attend to their padding. The setting is not saved
+    with the model (config.json never holds it); a model loaded from an export attends with "sdpa" again.
+    """
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(PRETRAINING_ATTENTION, pretraining_attention)
+    model.set_attn_implementation(PRETRAINING_ATTENTION)

@@ -8,9 +8,11 @@ The shape (issue 26): 2 layers, 64 wide, 4 heads, vocabulary 512, sequences of 1
 fp32, one torch thread. The contenders, each timed per optimizer step:
 - "fmlab": fmlab.train on the preset (`tiny`: a Hugging Face Llama; `tiny-gpt`: an OPT, the GPT layout), with
   its logging (a stdout line, a JSONL record and TensorBoard scalars every --log-every steps; 10 is the engine's
-  default, 1 its most expensive setting), schedule, DTensor-aware clipping, data-parallel sampler, fused AdamW;
+  default, 1 its most expensive setting), schedule, DTensor-aware clipping, data-parallel sampler, fused AdamW,
+  and its pretraining attention (fmlab.models.use_pretraining_attention: no causal mask prepared, and for the
+  Llama an attention forward of fmlab's; the same numbers as transformers' "sdpa");
 - "bare": the loop a reader would write on the same model, data order and AdamW settings (torch's default
-  AdamW implementation, clip_grad_norm_);
+  AdamW implementation, clip_grad_norm_, transformers' "sdpa");
 - "nanogpt": the same model written in nanoGPT's design, with nanoGPT's step as its train.py runs it on a CPU
   (the LR set every iteration, the loss over the accumulation steps, backward, clip, torch's default AdamW in two
   groups with decay on matrices, zero), eager (`--compile=False`, as its README runs on a CPU).

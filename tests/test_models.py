@@ -42,13 +42,24 @@ def test_sdpa_prepares_a_mask_on_every_forward():
     assert prepared.call_count == 1
 
 
-def test_generation_with_a_cache_is_refused_and_an_export_attends_with_sdpa_again(tmp_path):
+def test_generation_is_refused_until_the_model_gets_sdpa_back_and_an_export_attends_with_sdpa(tmp_path):
+    prompt = torch.randint(0, 512, (1, 4), generator=torch.Generator().manual_seed(1))
+    reference = build_model("tiny", seed=0)
+    reference.config.use_cache = True
+    expected = reference.generate(prompt, max_new_tokens=4, do_sample=False)
+    for preset in ("tiny", "tiny-gpt"):
+        model = build_model(preset, seed=0)
+        use_pretraining_attention(model)
+        model.config.use_cache = True
+        with pytest.raises(PretrainingAttentionError, match=r"use_pretraining_attention\(model, False\)"):
+            model.generate(prompt, max_new_tokens=4, do_sample=False)
     model = build_model("tiny", seed=0)
     use_pretraining_attention(model)
-    model.config.use_cache = True
-    with pytest.raises(PretrainingAttentionError, match="set_attn_implementation"):
-        model.generate(torch.zeros(1, 4, dtype=torch.long), max_new_tokens=2, do_sample=False)
     model.save_pretrained(tmp_path)
+    use_pretraining_attention(model, False)
+    model.config.use_cache = True
+    assert model.config._attn_implementation == "sdpa"
+    assert torch.equal(model.generate(prompt, max_new_tokens=4, do_sample=False), expected)
     from transformers import AutoModelForCausalLM
 
     assert AutoModelForCausalLM.from_pretrained(tmp_path).config._attn_implementation == "sdpa"

@@ -233,10 +233,8 @@ def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
     """Join the world (with the first phase's long timeout and the collective trace on), check the layout, open
     the data, build and parallelize the model, resume if asked."""
     from fmlab.data import ResumableSampler
-    from fmlab.models import build_model, use_pretraining_attention
-    from fmlab.parallel import init_distributed, parallelize
+    from fmlab.parallel import init_distributed
     from fmlab.parallel.mesh import resolve_backend, restart_attempt
-    from fmlab.parallel.smp import smp_available
     from fmlab.plan import catalog
     from fmlab.train.faults import Faults
 
@@ -265,14 +263,24 @@ def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
     if len(sampler) < cfg.micro_batch:
         raise TrainConfigError(f"each of the {dist.dp_size} data-parallel ranks gets {len(sampler)} sequences, fewer "
                                f"than one micro-batch of {cfg.micro_batch}: lower --micro-batch or use more data")
-    model = build_model(preset, seed=cfg.seed)
-    if not smp_available():  # whole rows need no mask (SMP v2's transform brings its own attention)
-        use_pretraining_attention(model)
-    model = parallelize(model, cfg.parallel, dist)
+    model = _build_model(preset, cfg, dist)
     optimizer, scheduler = build_optimizer(model, cfg)
     run = Run(cfg, dist, preset, ds, sampler, model, optimizer, scheduler, None, faults, val_ds=val_ds, trace=trace)
     _resume(run)
     return run
+
+
+def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch.nn.Module:
+    """The preset's model with the pretraining attention (whole rows need no mask; SMP v2's transform brings its
+    own attention), laid out as cfg.parallel says."""
+    from fmlab.models import build_model, use_pretraining_attention
+    from fmlab.parallel import parallelize
+    from fmlab.parallel.smp import smp_available
+
+    model = build_model(preset, seed=cfg.seed)
+    if not smp_available():
+        use_pretraining_attention(model)
+    return parallelize(model, cfg.parallel, dist)
 
 
 def _resume(run: Run) -> None:

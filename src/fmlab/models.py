@@ -19,8 +19,9 @@ local shard with fewer heads works unchanged; OPT's reshapes with `view(bsz, -1,
 which on a shard would silently fold heads into the sequence axis, so `shard_attention_heads` divides
 `num_heads` by the tensor-parallel degree (the parity tests catch it if that is forgotten).
 
-The training engine's model attends with `pretraining_attention` (`use_pretraining_attention`): transformers'
-SDPA call without the causal mask "sdpa" prepares on every forward; an exported model attends with "sdpa" again.
+The training engine's model attends with `use_pretraining_attention`: transformers' SDPA call without the causal
+mask "sdpa" prepares on every forward, and for the Llama an attention forward of fmlab's own (the rotary halves
+taken by one chunk); the same bits as "sdpa", and an exported model attends with "sdpa" again.
 
 Importing transformers' model code costs about 4 s per process on a 2-core laptop (measured:
 `python -c "import transformers; from transformers import LlamaForCausalLM"`, 4.0-5.0 s after torch's 1-2 s);

@@ -16,6 +16,7 @@ a skip that says why.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -194,11 +195,14 @@ def jupyterlab(tmp_path_factory):
 
 
 def _stop(server: subprocess.Popen) -> None:
-    os.killpg(server.pid, signal.SIGTERM)  # make and the jupyter server it started: one process group
+    """Stop `make lab` and the jupyter server it started (one process group), which may have exited already."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)
     try:
         server.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
         server.wait()
 
 

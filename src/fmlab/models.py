@@ -183,13 +183,11 @@ def _rotate(x, cos, sin):
 
 def llama_pretraining_attention(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
                                 **kwargs):
-    """The forward of a Llama attention module (`self`) over whole rows: project, rotate, one causal SDPA call
-    with grouped keys/values, project back. transformers' LlamaAttention.forward does the same arithmetic through a
-    deprecation wrapper, a cache hook and a lookup of the attention function (about 1.5% of a training step on the
-    tiny Llama on a CPU). The head count comes from the projection's width (-1), so a tensor-parallel shard with
-    fewer heads works unchanged."""
-    import torch.nn.functional as F
-
+    """The forward of a Llama attention module (`self`) over whole rows: project, rotate, attend
+    (`pretraining_attention`: one causal SDPA call with grouped keys/values), project back. transformers'
+    LlamaAttention.forward does the same arithmetic through a deprecation wrapper, a cache hook and a lookup of the
+    attention function (about 1.5% of a training step on the tiny Llama on a CPU). The head count comes from the
+    projection's width (-1), so a tensor-parallel shard with fewer heads works unchanged."""
     if cache is not None:
         raise PretrainingAttentionError("this Llama attends whole rows for pretraining and keeps no KV cache: call "
                                         "fmlab.models.use_pretraining_attention(model, False) before generating")
@@ -198,10 +196,9 @@ def llama_pretraining_attention(self, hidden_states, position_embeddings=None, a
     k = self.k_proj(hidden_states).view(b, t, -1, self.head_dim).transpose(1, 2)
     v = self.v_proj(hidden_states).view(b, t, -1, self.head_dim).transpose(1, 2)
     cos, sin = (table.unsqueeze(1) for table in position_embeddings)  # [b, t, d] -> [b, 1, t, d]: every head
-    y = F.scaled_dot_product_attention(_rotate(q, cos, sin), _rotate(k, cos, sin), v, scale=self.scaling,
-                                       dropout_p=self.attention_dropout if self.training else 0.0, is_causal=True,
-                                       enable_gqa=q.shape[1] != k.shape[1])
-    return self.o_proj(y.transpose(1, 2).reshape(b, t, -1)), None
+    y, _ = pretraining_attention(self, _rotate(q, cos, sin), _rotate(k, cos, sin), v, None, scaling=self.scaling,
+                                 dropout=self.attention_dropout if self.training else 0.0)
+    return self.o_proj(y.reshape(b, t, -1)), None
 
 
 def use_pretraining_attention(model, enable: bool = True) -> None:

@@ -26,6 +26,8 @@ from fmlab.plan.parallelism import ParallelConfig, parse_bool
 
 SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
 COLLECTIVE_TIMEOUT_RANGE = (1.0, 86400.0)  # seconds: --collective-timeout must lie within
+COMPILE_CHOICES = ("auto", "true", "false")
+LOSS_CHOICES = ("chunked", "full")  # fmlab.train.loss
 
 
 class TrainConfigError(ValueError):
@@ -74,6 +76,8 @@ class TrainConfig:
     fault_rank: int = 0  # the global rank it strikes
     fault_seconds: float = 0.0  # how long --fault stall sleeps before carrying on
     fault_attempt: int = 0  # the TORCHELASTIC_RESTART_COUNT it fires in: 0, the first start (restarts run clean)
+    loss: str = "chunked"  # chunked: head and cross-entropy a chunk of tokens at a time, no whole logits (fmlab.train.loss) | full: transformers' loss
+    compile: str = "auto"  # torch.compile each decoder layer: auto (on a GPU, off on a CPU) | true | false
     peak_tflops: float = 0.0  # device peak for MFU; 0: from the instance type or GPU name (none on a CPU)
     save_first_grads: str = ""  # write step 1's gradients (after DDP's all-reduce) to this safetensors file
     eval_sequences: int = 0  # held-out sequences per evaluation (the dataset's validation split); 0: no evaluation
@@ -102,6 +106,10 @@ class TrainConfig:
             raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
         if self.eval_sequences < 0 or self.eval_every < 0:
             raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
+        if self.loss not in LOSS_CHOICES:
+            raise TrainConfigError(f"--loss must be one of {', '.join(LOSS_CHOICES)}, not {self.loss!r}")
+        if self.compile not in COMPILE_CHOICES:
+            raise TrainConfigError(f"--compile must be one of {', '.join(COMPILE_CHOICES)}, not {self.compile!r}")
         check_collective_timeout(self.collective_timeout)
         check_collective_timeout(self.init_timeout, "--init-timeout")
         if self.trace_collectives < 0:
@@ -237,6 +245,12 @@ def check_collective_timeout(seconds: float, flag: str = "--collective-timeout")
             f"the default {default:g} s suits most runs; a failure drill may use 3 to 30; never less than the "
             f"longest time one rank works alone (a checkpoint save, the final export)")
     return seconds
+
+
+def compile_wanted(cfg: TrainConfig, device_type: str) -> bool:
+    """Whether the run compiles its decoder layers: --compile auto means on a GPU only (on a laptop CPU the
+    compilation takes longer than the course's runs)."""
+    return cfg.compile == "true" or (cfg.compile == "auto" and device_type == "cuda")
 
 
 def phase_timeouts(cfg: TrainConfig) -> tuple[float, float]:

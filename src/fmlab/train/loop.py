@@ -46,6 +46,7 @@ from fmlab.train.config import (
     TrainConfig,
     TrainConfigError,
     adopt_mpi_environment,
+    compile_wanted,
     parse_config,
     phase_timeouts,
     sagemaker_defaults,
@@ -280,7 +281,23 @@ def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch
     model = build_model(preset, seed=cfg.seed)
     if not smp_available():
         use_pretraining_attention(model)
-    return parallelize(model, cfg.parallel, dist)
+    if cfg.loss == "chunked":
+        why = full_loss_reason(model, cfg.parallel)
+        if why and dist.rank == 0:
+            print(f"note: --loss chunked does not apply ({why}): the full loss runs", flush=True)
+    return parallelize(model, cfg.parallel, dist, compile=compile_wanted(cfg, dist.device.type))
+
+
+def full_loss_reason(model, parallel) -> str:
+    """Give `model` the chunked loss (fmlab.train.loss) unless the layout keeps the full one; "" or why not."""
+    from fmlab.parallel.smp import smp_available
+    from fmlab.train.loss import use_chunked_loss
+
+    if smp_available():
+        return "SMP v2's transform owns the model"
+    if parallel.tp > 1:
+        return "tensor parallelism gathers the head's logits by its own plan"
+    return use_chunked_loss(model)
 
 
 def _resume(run: Run) -> None:

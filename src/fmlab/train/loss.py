@@ -1,0 +1,175 @@
+"""The engine's loss: next-token cross-entropy without ever holding the whole vocabulary's logits.
+
+    use_chunked_loss(model)            # the engine's default (--loss chunked); --loss full keeps transformers' loss
+    model(input_ids=x, labels=x).loss  # the same mean loss; the output carries no logits
+    linear_cross_entropy(hidden, weight, labels)   # the function itself: [b, s, h] x [V, h] -> mean loss
+
+Why: transformers' causal-LM loss makes the logits for every token at once, upcasts them to fp32 and keeps the
+fp32 log-softmax for backward; the backward then makes two more fp32 tensors of the same size. That is 12 bytes
+per token per vocabulary entry at its peak (for Llama 3's 128,256 entries, 1.5 MB per token: 23 GiB for one
+micro-batch of 8 x 2,048), often more than all the layers' activations (fmlab.plan.memory says which).
+
+How: the tokens go through the head in chunks. For each chunk the forward makes its logits, takes the fp32
+log-sum-exp and the loss, and at once the gradient of the loss with respect to those logits (softmax minus the
+one-hot target, divided by the number of counted tokens), which it multiplies into the gradients of the hidden
+states and of the head's weight. Only those two gradients live on until the backward pass, which scales them by
+the incoming gradient. No matrix multiply is done twice (a checkpoint per chunk would recompute the head's
+forward); Liger-Kernel's fused linear cross-entropy works the same way, in Triton (linkedin/Liger-Kernel,
+src/liger_kernel/ops/fused_linear_cross_entropy.py, read 2026-11-26); this one is plain PyTorch.
+
+Numerics: the logits are made in the compute dtype (bf16 under autocast, as the full path's head makes them),
+the softmax and the loss in fp32, the gradient of the logits rounded to the compute dtype before it meets the
+weight (as the full path's backward does); only the weight's gradient is summed in fp32 over chunks (the full path
+sums it inside one matrix multiply). tests/train/test_loss.py checks loss and gradients against the full path.
+
+Where it does not apply (the full loss is used, and fmlab.train says so): tensor parallelism (the head's output is
+a DTensor gathered by its own plan) and SMP v2 (its transform owns the model).
+"""
+
+from __future__ import annotations
+
+import torch
+
+IGNORE_INDEX = -100  # transformers' label for "no target here" (its causal-LM loss pads the last position with it)
+# The fp32 logits of one chunk: 256 MiB (523 tokens of Llama 3's 128,256-entry vocabulary). The planner books a
+# chunk's working memory from the same number (fmlab.plan.memory).
+CHUNK_LOGIT_BYTES = 256 * 2**20
+
+
+def chunk_tokens(vocab: int, tokens: int) -> int:
+    """Tokens per chunk: as many as keep one chunk's fp32 logits within CHUNK_LOGIT_BYTES, at most `tokens`."""
+    return max(1, min(tokens, CHUNK_LOGIT_BYTES // (4 * vocab)))
+
+
+def _compute_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype a matrix multiply of `t` runs in here: autocast's, when it is on for t's device."""
+    device = t.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return t.dtype
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of (hidden @ weight.T) against targets, its gradients made in the forward, chunk by
+    chunk."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, chunk: int, dtype: torch.dtype, need_grad: bool):
+        h = hidden.to(dtype)
+        w = weight.to(dtype)
+        counted = (targets != IGNORE_INDEX).sum()
+        scale = 1.0 / counted.clamp(min=1).float()
+        loss = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        grad_hidden = torch.empty_like(h) if need_grad else None
+        grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_grad else None
+        for start in range(0, h.shape[0], chunk):
+            h_c, y_c = h[start:start + chunk], targets[start:start + chunk]
+            logits = (h_c @ w.T).float()  # made in the compute dtype, like the head's output, then upcast
+            lse = torch.logsumexp(logits, dim=-1)
+            valid = y_c != IGNORE_INDEX
+            rows = torch.arange(y_c.shape[0], device=y_c.device)
+            picked = logits[rows, y_c.clamp(min=0)]
+            loss += torch.where(valid, lse - picked, 0.0).sum()
+            if not need_grad:
+                continue
+            grad = logits.sub_(lse.unsqueeze(1)).exp_()  # softmax, in place of the logits
+            grad[rows, y_c.clamp(min=0)] -= valid.to(grad.dtype)
+            grad.mul_((valid.to(grad.dtype) * scale).unsqueeze(1))
+            grad = grad.to(dtype)
+            grad_hidden[start:start + chunk] = grad @ w
+            grad_weight += (grad.T @ h_c).float()
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        ctx.dtypes = (hidden.dtype, weight.dtype)
+        return loss * scale
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        hidden_dtype, weight_dtype = ctx.dtypes
+        if grad_hidden is None:
+            raise RuntimeError("linear_cross_entropy ran without gradients (no_grad, or inputs that need none) and "
+                               "cannot be differentiated afterwards")
+        g_hidden = (grad_hidden * grad_output.to(grad_hidden.dtype)).to(hidden_dtype) \
+            if ctx.needs_input_grad[0] else None
+        g_weight = (grad_weight * grad_output).to(weight_dtype) if ctx.needs_input_grad[1] else None
+        return g_hidden, g_weight, None, None, None, None
+
+
+def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                         chunk: int | None = None) -> torch.Tensor:
+    """Mean next-token cross-entropy of the logits hidden @ weight.T against `labels` shifted left by one (the
+    last position of each row, and labels of -100, count for nothing), as transformers' causal-LM loss takes it,
+    without making all the logits at once. hidden [b, s, h] (or [n, h] with labels already shifted: pass them
+    flat), weight [V, h]. `chunk`: tokens per chunk (default: chunk_tokens)."""
+    if hidden.dim() == 3:
+        targets = torch.nn.functional.pad(labels, (0, 1), value=IGNORE_INDEX)[..., 1:]
+        hidden, targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+    else:
+        targets = labels.reshape(-1)
+    if hidden.shape[0] != targets.shape[0]:
+        raise ValueError(f"{hidden.shape[0]} hidden states but {targets.shape[0]} labels")
+    chunk = chunk or chunk_tokens(weight.shape[0], hidden.shape[0])
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    return _LinearCrossEntropy.apply(hidden, weight, targets.to(hidden.device), chunk, _compute_dtype(hidden),
+                                     need_grad)
+
+
+# ---------------------------------------------------------------- the engine's model
+
+
+def _deferring_head(self, hidden_states):
+    """The head's forward while the chunked loss is on: with labels (a training or evaluation forward) the hidden
+    states pass through untouched, for the loss to take; without them, the logits as usual (generation)."""
+    if getattr(self, "_fmlab_defer", False):
+        return hidden_states
+    return torch.nn.functional.linear(hidden_states, self.weight, self.bias)
+
+
+def _chunked_causal_lm_loss(model):
+    def loss_function(logits, labels, vocab_size=None, **kwargs):  # `logits` are the head's input here
+        head = model.lm_head
+        return linear_cross_entropy(logits, head.weight, labels)
+    return loss_function
+
+
+def _defer_when_labelled(module, args, kwargs):
+    module.lm_head._fmlab_defer = kwargs.get("labels") is not None
+
+
+def _drop_deferred_logits(module, args, kwargs, output):
+    if module.lm_head._fmlab_defer:
+        module.lm_head._fmlab_defer = False
+        output.logits = None  # they were never made whole; what the head passed on were hidden states
+    return output
+
+
+def chunked_loss_unsupported(model) -> str:
+    """Why `model` cannot take the chunked loss ("" if it can)."""
+    head = getattr(model, "lm_head", None)
+    if head is None or not isinstance(head, torch.nn.Linear):
+        return "the model has no linear lm_head"
+    if head.bias is not None:
+        return "the model's head has a bias"
+    return ""
+
+
+def use_chunked_loss(model, enable: bool = True) -> str:
+    """Give `model` (a transformers causal LM, before it is wrapped by DDP) the chunked loss: a forward with labels
+    returns the same mean loss and no logits; a forward without labels returns logits as before. `enable=False`
+    restores transformers' loss. Returns "" or why the model keeps the full loss."""
+    if not enable:
+        for handle in model.__dict__.pop("_fmlab_chunked_hooks", ()):
+            handle.remove()
+        model.lm_head.__dict__.pop("forward", None)
+        model.__dict__.pop("_loss_function", None)
+        return ""
+    why = chunked_loss_unsupported(model)
+    if why or "_fmlab_chunked_hooks" in model.__dict__:
+        return why
+    import types
+
+    model.lm_head.forward = types.MethodType(_deferring_head, model.lm_head)
+    model.loss_function = _chunked_causal_lm_loss(model)
+    model._fmlab_chunked_hooks = (model.register_forward_pre_hook(_defer_when_labelled, with_kwargs=True),
+                                  model.register_forward_hook(_drop_deferred_logits, with_kwargs=True))
+    return ""

@@ -16,9 +16,13 @@ same memory, so offloading saves nothing there; the counter shows what WOULD lea
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
+import warnings
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from fmlab.models import decoder_layers
 
@@ -44,20 +48,85 @@ def _report(kind: str, t: torch.Tensor) -> None:
 # ---------------------------------------------------------------- checkpointing
 
 
-def _selective_policy(ctx, op, *args, **kwargs):
-    from torch.utils.checkpoint import CheckpointPolicy
+# Which PyTorch has what: torch/utils/checkpoint.py of the PyPI torch wheels (cp311, manylinux; the wheel's git_version
+# from its torch/version.py), read 2026-11-26:
+# - create_selective_checkpoint_contexts, CheckpointPolicy and SelectiveCheckpointContext(is_recompute) are public
+#   from PyTorch 2.5.0 (32f585d9; 2.5.1 a8d6afb5 is the SMDDP and SMP images' torch). 2.4.0 (e4ee3be4) and 2.4.1
+#   (38b96d33) have only the private _pt2_selective_checkpoint_context_fn_gen (the public API is pytorch/pytorch
+#   PR #125795, "[checkpoint] Clean up selective activation checkpoint and make public", reviewed in June 2024,
+#   after the 2.4 branch). fmlab.service.features.FEATURES["selective-ac"] holds preflight to PyTorch >= 2.5.
+# - SelectiveCheckpointContext.op_output (the op's output, passed to the policy in the forward) first appears in
+#   2.12.0 (7661cd9c); 2.5.0, 2.5.1 and 2.11.0 (70d99e99) build the context with is_recompute only. In 2.13.0
+#   (cf30153c, the CPU wheel) the policy runs in the forward only and is_recompute is always False (deprecated).
+# The policy therefore never needs op_output: it only counts the kept bytes (for count_saved_bytes), and without
+# op_output it reruns the op on meta tensors of the same shapes (no memory, no compute) to learn the outputs' sizes.
 
-    aten = torch.ops.aten
-    keep = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.linear.default,
-            aten._scaled_dot_product_flash_attention.default, aten._scaled_dot_product_efficient_attention.default,
-            aten._scaled_dot_product_flash_attention_for_cpu.default}
-    if op not in keep:
-        return CheckpointPolicy.PREFER_RECOMPUTE
-    if not ctx.is_recompute:  # selective checkpointing keeps these in its own cache, not via saved-tensor hooks
-        outputs = ctx.op_output if isinstance(ctx.op_output, tuple | list) else (ctx.op_output,)
-        for t in outputs:
+_SELECTIVE_KEEP_NAMES = ("mm.default", "addmm.default", "bmm.default", "linear.default",
+                         "_scaled_dot_product_flash_attention.default",
+                         "_scaled_dot_product_efficient_attention.default",
+                         "_scaled_dot_product_flash_attention_for_cpu.default")
+
+
+@functools.cache
+def _selective_keep() -> frozenset:
+    """The aten ops whose outputs selective checkpointing keeps (those this PyTorch has)."""
+    keep = set()
+    for name in _SELECTIVE_KEEP_NAMES:
+        packet, overload = name.split(".")
+        op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
+        if op is not None:
+            keep.add(op)
+    return frozenset(keep)
+
+
+_META_KEYS = itertools.count()  # ledger keys of outputs counted from meta shapes (they have no address)
+
+
+def _as_meta(tree):
+    def meta(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        if type(x) not in (torch.Tensor, nn.Parameter):  # DTensor and other subclasses: no honest local size
+            raise TypeError(f"cannot size a {type(x).__name__} on meta")
+        return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="meta")
+
+    return tree_map(meta, tree)
+
+
+def _count_kept(ctx, op, args, kwargs) -> None:
+    """Report the outputs selective checkpointing keeps for `op` to the active counters: ctx.op_output where this
+    PyTorch passes it (2.12 and later), else the sizes of `op` run on meta tensors; an op neither way can size is
+    reported as uncounted (count_saved_bytes then warns that its total is a lower bound)."""
+    out = getattr(ctx, "op_output", None)
+    if out is not None:
+        for t in out if isinstance(out, tuple | list) else (out,):
             if isinstance(t, torch.Tensor):
                 _report("on_device", t)
+        return
+    try:
+        out = op(*_as_meta(args), **_as_meta(kwargs))
+    except Exception:  # no meta kernel, a tensor subclass: say so rather than guess
+        for ledger in _LEDGERS:
+            ledger["uncounted"] += 1
+        return
+    for t in out if isinstance(out, tuple | list) else (out,):
+        if isinstance(t, torch.Tensor):
+            key, nbytes = ("meta", next(_META_KEYS)), t.untyped_storage().nbytes()
+            for ledger in _LEDGERS:
+                ledger["on_device"][key] = nbytes
+
+
+def _selective_policy(ctx, op, *args, **kwargs):
+    """Keep the matmul and attention outputs (MUST_SAVE), recompute the rest (PREFER_RECOMPUTE). `ctx` needs only
+    `is_recompute` (PyTorch 2.5+); `op_output`, where present, is used only to count the kept bytes."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    if op not in _selective_keep():
+        return CheckpointPolicy.PREFER_RECOMPUTE
+    # selective checkpointing keeps these in its own cache, not via saved-tensor hooks: count them here, once
+    # (in the forward, not the recompute), and only while a counter is open
+    if _LEDGERS and not getattr(ctx, "is_recompute", False):
+        _count_kept(ctx, op, args, kwargs)
     return CheckpointPolicy.MUST_SAVE
 
 
@@ -148,7 +217,7 @@ def count_saved_bytes():
 
     Yields a dict whose "on_device" and "offloaded" totals (bytes) are filled in when the block exits.
     """
-    ledger: dict = {"on_device": {}, "offloaded": {}}
+    ledger: dict = {"on_device": {}, "offloaded": {}, "uncounted": 0}
     result: dict = {}
 
     def pack(t: torch.Tensor):
@@ -164,6 +233,9 @@ def count_saved_bytes():
         _LEDGERS.remove(ledger)
         result["on_device"] = sum(ledger["on_device"].values())
         result["offloaded"] = sum(ledger["offloaded"].values())
+        if ledger["uncounted"]:
+            warnings.warn(f"the outputs of {ledger['uncounted']} ops kept by selective checkpointing could not be "
+                          "sized and are not counted: 'on_device' is a lower bound", stacklevel=3)
 
 
 def saved_bytes_for_backward(model: nn.Module, batch: dict) -> dict[str, int]:

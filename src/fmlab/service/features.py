@@ -9,6 +9,7 @@ version it needs and an image that has it.
 
     from fmlab.service.features import features_of, image_findings
     features_of({"HyperParameters": {"sharding": "full"}})   # -> [FEATURES["fsdp2"]]
+    features_of({"HyperParameters": {"activation_checkpointing": "selective"}})   # -> [FEATURES["selective-ac"]]
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ FEATURES: dict[str, Feature] = {f.id: f for f in [
             min_pytorch="2.5",
             source="pytorch/pytorch PR #133881 (torch.distributed.tensor public, released in 2.5); imported by "
                    "fmlab.parallel.tensor"),
+    Feature("selective-ac", "selective activation checkpointing (torch.utils.checkpoint."
+            "create_selective_checkpoint_contexts, CheckpointPolicy), used by --activation-checkpointing selective",
+            min_pytorch="2.5",
+            source="torch/utils/checkpoint.py of the PyPI torch wheels (read 2026-11-26): public in 2.5.0 "
+                   "(git 32f585d9; pytorch/pytorch PR #125795), absent from 2.4.0 and 2.4.1 (only the private "
+                   "_pt2_selective_checkpoint_context_fn_gen); imported by fmlab.parallel.activations"),
     Feature("smddp", "the smddp backend (smdistributed.dataparallel), used by --backend smddp", needs="smddp",
             source="SageMaker developer guide, 'Supported frameworks, AWS Regions, and instances types' of SMDDP: "
                    "preinstalled in SageMaker PyTorch framework containers up to 2.5 and in SMP v2 images"),
@@ -93,6 +100,10 @@ def features_of(request: dict) -> list[Feature]:
         tp = _value(hps, "tp")
         if tp.isdigit() and int(tp) > 1:
             out.append(FEATURES["dtensor-tp"])
+        # the flag as SageMaker passes it (activation_checkpointing) or as typed (activation-checkpointing);
+        # SMP's recipe (mp_parameters) wraps its layers with its own checkpoint_wrapper instead
+        if "selective" in (_value(hps, "activation_checkpointing"), _value(hps, "activation-checkpointing")):
+            out.append(FEATURES["selective-ac"])
     if _value(hps, "backend") == "smddp":
         out.append(FEATURES["smddp"])
     if "tensor_parallel_size" in hps or "pipeline_parallel_size" in hps:

@@ -77,7 +77,12 @@ def test_the_chosen_layout_and_its_alternatives(deck):
         assert plan(sharding="full", tp=tp).fits  # "Tensor parallelism fits too"
     for d in (16, 32):  # "do not fit on their own either"
         assert not plan(sharding="hybrid", hybrid_shard_degree=d).fits
-        assert plan(sharding="hybrid", hybrid_shard_degree=d, recompute="full").fits
+    h16, h32 = plan(sharding="hybrid", hybrid_shard_degree=16, recompute="full"), \
+        plan(sharding="hybrid", hybrid_shard_degree=32, recompute="selective")
+    assert not h16.fits and not h32.fits
+    assert f"groups of 16 miss even with full recomputation ({h16.memory_gb_per_device:.1f} GB)" in deck
+    assert f"groups of 32 with selective recomputation ({h32.memory_gb_per_device:.1f} GB)" in deck
+    assert plan(sharding="hybrid", hybrid_shard_degree=32, recompute="full").fits
     p4de = make_plan(MODEL, TOKENS, "ml.p4de.24xlarge", COUNT, micro_batch=1, attention="flash", sharding="hybrid",
                      hybrid_shard_degree=8, recompute="full", suggest=False)
     assert p4de.fits  # the note on 80 GB GPUs

@@ -79,7 +79,7 @@ PIPELINE_STAGES, PIPELINE_MICROBATCHES = 6, 4
 BUBBLE_MICROBATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 _PARTS = (  # (legend label, keys of TrainingPlan.memory_breakdown_gb, colour)
-    ("weights", ("weights",), "#4c72b0"),
+    ("weights", ("weights", "compute_weights", "ddp_buckets"), "#4c72b0"),
     ("gradients", ("gradients",), "#55a868"),
     ("optimizer state", ("optimizer",), "#dd8452"),
     ("activations", ("activations_stored", "activations_working", "activations_logits"), "#8172b3"),

@@ -65,33 +65,40 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for start in range(0, h.shape[0], chunk):
             h_c, y_c = h[start:start + chunk], targets[start:start + chunk]
             logits = (h_c @ w.T).float()  # made in the compute dtype, like the head's output, then upcast
-            lse = torch.logsumexp(logits, dim=-1)
             valid = y_c != IGNORE_INDEX
-            rows = torch.arange(y_c.shape[0], device=y_c.device)
-            picked = logits[rows, y_c.clamp(min=0)]
+            rows, target = torch.arange(y_c.shape[0], device=y_c.device), y_c.clamp(min=0)
+            picked = logits[rows, target]
+            # log-sum-exp written out so that its exp happens in place (torch.logsumexp makes a temporary as large
+            # as the logits: a third more memory at this chunk's peak)
+            top = logits.amax(dim=-1, keepdim=True)
+            total = logits.sub_(top).exp_().sum(dim=-1, keepdim=True)
+            lse = total.log().add_(top).squeeze(1)
             loss += torch.where(valid, lse - picked, 0.0).sum()
             if not need_grad:
                 continue
-            grad = logits.sub_(lse.unsqueeze(1)).exp_()  # softmax, in place of the logits
-            grad[rows, y_c.clamp(min=0)] -= valid.to(grad.dtype)
-            grad.mul_((valid.to(grad.dtype) * scale).unsqueeze(1))
-            grad = grad.to(dtype)
+            logits.div_(total)  # the softmax: the gradient of the summed loss is softmax - one-hot
+            logits[rows, target] -= valid.to(logits.dtype)
+            logits.mul_((valid.to(logits.dtype) * scale).unsqueeze(1))  # counted tokens only, mean
+            grad = logits.to(dtype)
+            del logits  # one chunk's fp32 tensor at a time
             grad_hidden[start:start + chunk] = grad @ w
-            grad_weight += (grad.T @ h_c).float()
-        ctx.save_for_backward(grad_hidden, grad_weight)
-        ctx.dtypes = (hidden.dtype, weight.dtype)
+            grad_weight.add_(grad.T @ h_c)  # summed in fp32 without an fp32 copy of the product
+        # kept as attributes, not saved tensors: the backward scales them in place and hands them on, so the
+        # weight's gradient becomes the parameter's .grad without a copy
+        ctx.grads, ctx.dtypes = [grad_hidden, grad_weight], (hidden.dtype, weight.dtype)
         return loss * scale
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad_hidden, grad_weight = ctx.saved_tensors
+        grad_hidden, grad_weight = ctx.grads
+        ctx.grads = [None, None]
         hidden_dtype, weight_dtype = ctx.dtypes
         if grad_hidden is None:
             raise RuntimeError("linear_cross_entropy ran without gradients (no_grad, or inputs that need none) and "
                                "cannot be differentiated afterwards")
-        g_hidden = (grad_hidden * grad_output.to(grad_hidden.dtype)).to(hidden_dtype) \
+        g_hidden = grad_hidden.mul_(grad_output.to(grad_hidden.dtype)).to(hidden_dtype) \
             if ctx.needs_input_grad[0] else None
-        g_weight = (grad_weight * grad_output).to(weight_dtype) if ctx.needs_input_grad[1] else None
+        g_weight = grad_weight.mul_(grad_output).to(weight_dtype) if ctx.needs_input_grad[1] else None
         return g_hidden, g_weight, None, None, None, None
 
 

@@ -1,0 +1,176 @@
+"""Memory on one device as fmlab's engine really uses it: what a transformers model keeps under mixed precision.
+
+    peak_bytes(model, ParallelConfig(), world=1, micro_batch=8, seq_len=2048, loss="full")   # {part: bytes}
+    layer_bytes_per_token(model, "autocast")      # what one decoder layer keeps for backward, per token
+
+The published formulas (ZeRO's 16 bytes per parameter, Korthikanti's 34*s*b*h per layer) assume every activation
+is 16-bit and count each tensor once. A transformers Llama trained under torch.autocast keeps more, and the
+difference was measured, not fitted (../shared/gpu/h200-2026-11-26.md; tests/plan/test_memory.py re-measures
+every term below on a CPU, where autocast keeps the same tensors, with autograd's saved-tensor hooks and the
+profiler's allocation events):
+
+- **The residual stream and the norms stay fp32.** The embedding is not autocast, so the residual stream is fp32;
+  each RMSNorm keeps its fp32 input and its fp32 normalised output (8h bytes per token), plus the reciprocal RMS.
+- **Every projection casts its input again.** Autocast caches the bf16 copies of weights, never of activations:
+  q, k and v each keep their own bf16 copy of the norm's output (6h), the MLP's gate and up two more (4h).
+- **The attention kernel** (SDPA: flash on a GPU) keeps q after rotation (2h, cast from fp32 because the rotary
+  tables are fp32), k and v at their grouped width (2 x 2*kv_heads*head_dim), its output (2h) and the fp32
+  log-sum-exp (4 bytes per head). SwiGLU keeps gate, its SiLU, up and their product (8f).
+- **The weights are held twice**: the fp32 master copy and autocast's bf16 copy of every matrix (2 bytes per
+  parameter, from the first forward use to its backward).
+- **The loss** (transformers' causal-LM loss): bf16 logits, their fp32 upcast and the fp32 log-softmax in the
+  forward (10 bytes per token per vocabulary entry); in the backward the saved log-softmax and two fp32 gradients
+  (12). The engine's chunked loss (fmlab.train.loss) holds the head's two gradients instead (4*V*h + 2*h per token)
+  and one chunk's logits at a time.
+- **Gradients** (fp32) are booked at the peak although the engine frees them after each step (set_to_none): the
+  measured peaks with full recomputation hold them, and without recomputation the over-booking is small.
+
+Per token and decoder layer, with h hidden, f the MLP width, kv = kv_heads*head_dim and a heads:
+  Llama under autocast            30h + 4kv + 8f + 4a + 8
+  Llama with bf16 parameters      20h + 4kv + 8f + 4a + 8     (FSDP's MixedPrecisionPolicy: no casts, bf16 stream)
+  OPT (GPT-3 layout), autocast    24h + 4f + 4a + 16;  with bf16 parameters 16h + 4f + 4a + 8
+Families the engine does not train (Falcon, BLOOM) keep Korthikanti's 34h, as published.
+
+Besides the model states, the peak is the largest of three moments: the end of the forward pass and the start
+of the loss's backward (all kept activations, the bf16 weight copies and the loss's tensors); and, with activation
+checkpointing, the backward of the first recomputed layer (every layer's input, one layer's full activations and
+its bf16 weights). `peak_bytes` returns the parts at the largest.
+
+What the CUDA measurements still hold above this model (tests/plan/test_memory.py prints the ratios): with full
+recomputation the m200 rows measure 12-30% more than predicted; a CPU run of the same step matches the model
+within 1%, so the difference is CUDA-side (benchmarks/gpu_step.py --snapshot records it for the next GPU session).
+"""
+
+from __future__ import annotations
+
+from fmlab.plan import compute
+from fmlab.plan.catalog import ModelPreset
+from fmlab.plan.compute import PlanError
+from fmlab.plan.parallelism import ParallelConfig
+
+LOSSES = ("chunked", "full")
+PRECISIONS = ("autocast", "bf16", "fp32")  # how the engine runs: autocast (single/DDP), bf16 params (FSDP), fp32
+MASTER_BYTES, GRAD_BYTES, ADAM_BYTES, COPY_BYTES = 4, 4, 8, 2  # fp32 weights and grads, Adam m and v, bf16 copies
+CHUNK_LOGIT_BYTES = 256 * 2**20  # fmlab.train.loss.CHUNK_LOGIT_BYTES: one chunk's fp32 logits
+
+
+def engine_precision(cfg: ParallelConfig, device_bf16: bool = True) -> str:
+    """How fmlab.train runs a layout: FSDP (any sharding, or TP) with bf16 parameters, else autocast; fp32 when
+    the device has no bf16 (a laptop CPU) or the layout asks for it."""
+    if cfg.mixed_precision == "fp32" or (cfg.mixed_precision == "auto" and not device_bf16):
+        return "fp32"
+    return "bf16" if cfg.sharding != "none" or cfg.tp > 1 else "autocast"
+
+
+def layer_bytes_per_token(m: ModelPreset, precision: str = "autocast") -> float:
+    """Bytes one decoder layer keeps for its backward, per token (no recomputation, a fused attention kernel)."""
+    h, f, a = m.hidden, m.ffn, m.heads
+    kv = m.n_kv_heads * m.head_dim
+    if precision == "fp32":
+        return 2 * layer_bytes_per_token(m, "bf16")  # every kept tensor in fp32 (an upper bound: a laptop's run)
+    if m.family == "llama":
+        return (30 * h if precision == "autocast" else 20 * h) + 4 * kv + 8 * f + 4 * a + 8
+    if m.family == "opt":
+        return (24 * h + 4 * f + 4 * a + 16) if precision == "autocast" else (16 * h + 4 * f + 4 * a + 8)
+    return 34 * h  # Korthikanti et al. 2022, Table 2, with a fused attention kernel
+
+
+def _stream_bytes(precision: str) -> int:
+    """Bytes per element of the residual stream: fp32 under autocast (the embedding is not cast) and in fp32."""
+    return 2 if precision == "bf16" else 4
+
+
+def stored_bytes_per_token(m: ModelPreset, recompute: str, precision: str = "autocast") -> float:
+    """What one layer keeps between its forward and its backward, per token, as each recompute mode leaves it."""
+    stream = _stream_bytes(precision) * m.hidden  # the layer's input: what a checkpoint keeps
+    if recompute == "none":
+        return layer_bytes_per_token(m, precision)
+    if recompute == "selective":  # fmlab.parallel.activations: the input, every matmul's and the kernel's outputs
+        h, f, kv = m.hidden, m.ffn, m.n_kv_heads * m.head_dim
+        mlp = 4 * f + 2 * h if m.family == "llama" else 2 * f + 2 * h
+        return stream + 2 * h + 4 * kv + 2 * h + 4 * m.heads + 2 * h + mlp
+    if recompute in ("full", "offload"):
+        return stream
+    raise PlanError(f"recompute must be one of {', '.join(compute.RECOMPUTE_CHOICES)}, not {recompute!r}")
+
+
+def outside_layers_bytes_per_token(m: ModelPreset, precision: str, micro_batch: int) -> float:
+    """The final norm, the head's input, the token ids and the rotary tables (shared by the batch)."""
+    norm = 8 * m.hidden + 4 if precision != "bf16" else 6 * m.hidden + 4
+    head_input = 2 * m.hidden if precision == "autocast" else 0
+    return norm + head_input + 16 + 8 * m.head_dim / micro_batch
+
+
+def loss_bytes(m: ModelPreset, tokens: int, loss: str, phase: str, tp: int = 1) -> float:
+    """The loss's tensors at `phase` ("forward": its own peak; "backward": at the start of the backward pass)."""
+    v = m.vocab / tp
+    if loss == "full":
+        return (10 if phase == "forward" else 12) * tokens * v
+    if loss == "chunked":
+        held = 4 * v * m.hidden + 2 * m.hidden * tokens  # the head's weight gradient (fp32), the hidden's (bf16)
+        chunk = max(1, min(tokens, CHUNK_LOGIT_BYTES // (4 * m.vocab)))
+        return held + (6 * chunk * v + 2 * v * m.hidden if phase == "forward" else 0)  # + the head's bf16 copy
+    raise PlanError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
+
+
+def _states(m: ModelPreset, cfg: ParallelConfig, world: int, precision: str, loss: str) -> dict[str, float]:
+    """Weights (fp32 master), gradients, Adam, and the compute copies at the forward's peak, on one device."""
+    params = compute.param_count(m) / (cfg.tp * cfg.pp)
+    s = cfg.shard_degree(world)
+    breakdown = compute.param_breakdown(m)
+    layer = breakdown["layers"] / m.layers / (cfg.tp * cfg.pp)
+    matmul = (compute.matmul_params(m) - breakdown.get("final_norm", 0)) / (cfg.tp * cfg.pp)
+    if precision == "fp32":
+        copies = 0.0
+    elif precision == "autocast":
+        copies = COPY_BYTES * matmul  # every matrix's bf16 copy, held from its forward use to its backward
+        if loss == "chunked":  # the head's copy is the chunked loss's own, made and dropped inside it
+            copies -= COPY_BYTES * m.vocab * m.hidden / (cfg.tp * cfg.pp)
+    else:  # FSDP: bf16 parameters gathered for the layer at work and the one prefetched, and the root's
+        root = params - layer * m.layers / cfg.pp
+        copies = COPY_BYTES * (2 * layer + root)
+    buckets = GRAD_BYTES * params if (cfg.sharding == "none" and cfg.dp(world) > 1 and cfg.tp == 1) else 0.0
+    return {"weights": MASTER_BYTES * params / s, "gradients": GRAD_BYTES * params / s,
+            "optimizer": ADAM_BYTES * params / s, "compute_weights": copies, "ddp_buckets": buckets,
+            "layer_params": layer}
+
+
+def peak_bytes(m: ModelPreset, cfg: ParallelConfig, world: int = 1, micro_batch: int = 1, seq_len: int | None = None,
+               loss: str = "chunked", precision: str | None = None) -> dict[str, float]:
+    """Bytes on one of `world` devices at the step's peak, by part: weights, gradients, optimizer, compute_weights,
+    ddp_buckets, activations_stored, activations_working, activations_logits. `precision`: as the engine runs
+    `cfg` on a bf16 device (engine_precision) unless given."""
+    seq_len = seq_len or m.seq_len
+    precision = precision or engine_precision(cfg)
+    tokens = micro_batch * seq_len
+    tp, layers = cfg.tp, m.layers / cfg.pp
+    st = _states(m, cfg, world, precision, loss)
+    per_layer = stored_bytes_per_token(m, cfg.recompute, precision) * tokens / tp
+    if cfg.recompute == "offload":
+        stored = per_layer * min(cfg.offload_horizon, layers)
+    else:
+        stored = per_layer * layers
+    stored += outside_layers_bytes_per_token(m, precision, micro_batch) * tokens / tp
+    full_layer = layer_bytes_per_token(m, precision) * tokens / tp
+    # The gradients are booked at every moment: with full recomputation the H200's peaks hold them (the 1B row:
+    # 0.999 of the measured peak with them, 0.884 without); without recomputation this over-books 4 bytes per
+    # parameter (1.07 on the same row), the safe side for a plan.
+    base = {"weights": st["weights"], "gradients": st["gradients"], "optimizer": st["optimizer"],
+            "ddp_buckets": st["ddp_buckets"]}
+    # A checkpointed layer's bf16 copies are not kept for backward (it casts them again when it is recomputed);
+    # the head's copy is kept by the full loss's matmul.
+    kept_copies = st["compute_weights"]
+    if cfg.recompute != "none" and precision == "autocast":
+        kept_copies = COPY_BYTES * m.vocab * m.hidden / tp if loss == "full" else 0.0
+    moments = {
+        "forward": {**base, "compute_weights": st["compute_weights"], "activations_stored": stored,
+                    "activations_working": 0.0, "activations_logits": loss_bytes(m, tokens, loss, "forward", tp)},
+        "loss_backward": {**base, "compute_weights": kept_copies, "activations_stored": stored,
+                          "activations_working": 0.0,
+                          "activations_logits": loss_bytes(m, tokens, loss, "backward", tp)},
+    }
+    if cfg.recompute != "none":  # the last layer's backward: its recomputed activations and its bf16 weights
+        copies = COPY_BYTES * st["layer_params"] if precision != "fp32" else 0.0
+        moments["recomputed_layer"] = {**base, "compute_weights": copies, "activations_stored": stored,
+                                       "activations_working": full_layer, "activations_logits": 0.0}
+    return max(moments.values(), key=lambda parts: sum(parts.values()))

@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,12 +140,27 @@ class TrainLog:
             self._writer = None
 
 
+def cuda_sync() -> None:
+    """Wait until the current CUDA device has run all the work queued on it, when this process uses CUDA (a
+    no-op otherwise, torch not even imported): a host clock read afterwards times the GPU's work, not its
+    launch."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 class StepTimer:
     """The run's clocks, so the training loop only marks what happened.
 
     A window runs from one log line to the next (its logging and checkpoint time count in the next window, so
     windows tile the run); the steady state is every step after the first (warm-up and allocation left out).
-    Waiting for data is counted apart, and evaluation is left out of both (it is not training):
+    Waiting for data is counted apart, and evaluation is left out of both (it is not training).
+
+    On a GPU the host runs ahead of the device: a clock read right after a step's launches would time the
+    launches. So at each step boundary (step_done, exclude, take_window, steady_rate) the timer first calls
+    `sync` (default cuda_sync: waits for the CUDA device when the process uses one; None: never), and the
+    throughput is the GPU's. The price is one wait per step: the device idles while the host fetches the next
+    batch and launches its first kernels. The data() clocks do not wait.
 
         timer = StepTimer()
         with timer.data():
@@ -156,8 +172,9 @@ class StepTimer:
         timer.steady_rate(tokens_per_step)    # tokens/s over every step after the first
     """
 
-    def __init__(self, clock=time.perf_counter) -> None:
+    def __init__(self, clock=time.perf_counter, sync=cuda_sync) -> None:
         self.clock = clock
+        self.sync = sync or (lambda: None)
         self.window_start, self.window_steps, self.window_data = clock(), 0, 0.0
         self.steady_start: float | None = None
         self.steady_steps = 0
@@ -172,6 +189,7 @@ class StepTimer:
             self.window_data += self.clock() - start
 
     def step_done(self) -> None:
+        self.sync()
         self.window_steps += 1
         if self.steady_start is None:
             self.steady_start = self.clock()
@@ -180,6 +198,7 @@ class StepTimer:
 
     def exclude(self, since: float) -> float:
         """Leave the time from `since` to now out of the throughput; returns those seconds."""
+        self.sync()
         spent = self.clock() - since
         self.window_start += spent
         if self.steady_start is not None:
@@ -188,6 +207,7 @@ class StepTimer:
 
     def take_window(self) -> tuple[int, float, float]:
         """(steps, seconds, data seconds) since the last log line, and start the next window."""
+        self.sync()
         now = self.clock()
         window = (self.window_steps, now - self.window_start, self.window_data)
         self.window_start, self.window_steps, self.window_data = now, 0, 0.0
@@ -197,6 +217,7 @@ class StepTimer:
         """`per_step` (e.g. tokens) per second over the steps after the first; 0 when there were none."""
         if not self.steady_steps:
             return 0.0
+        self.sync()
         return per_step * self.steady_steps / (self.clock() - self.steady_start)
 
 

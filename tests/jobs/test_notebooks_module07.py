@@ -29,7 +29,7 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     choice = layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, attention="flash"))
     assert rec["nb07.choice"] == {k: choice[k] for k in ("sharding", "shard degree", "tp", "recompute")}
     assert rec["nb07.choice_gb"] == pytest.approx(choice["GB per device"], abs=0.01)
-    assert rec["nb07.full_none_gb"] == {"flash": 28.12, "eager": 92.54}
+    assert rec["nb07.full_none_gb"] == {"flash": 32.22, "eager": 96.65}  # fmlab.plan.memory
     assert rec["nb07.global_batch_tokens"] == choice["global batch tokens"] == 128 * 2048
     run = compute.estimate_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, 0.4)
     assert rec["nb07.days"] == pytest.approx(run.days, abs=0.01)

@@ -51,7 +51,13 @@ from fmlab.plan.parallelism import ParallelConfig
 LOSSES = ("chunked", "full")
 PRECISIONS = ("autocast", "bf16", "fp32")  # how the engine runs: autocast (single/DDP), bf16 params (FSDP), fp32
 MASTER_BYTES, GRAD_BYTES, ADAM_BYTES, COPY_BYTES = 4, 4, 8, 2  # fp32 weights and grads, Adam m and v, bf16 copies
-CHUNK_LOGIT_BYTES = 256 * 2**20  # fmlab.train.loss.CHUNK_LOGIT_BYTES: one chunk's fp32 logits
+# The chunked loss's chunk (fmlab.train.loss): 256 MiB of fp32 logits, 523 tokens of Llama 3's 128,256 entries
+CHUNK_LOGIT_BYTES = 256 * 2**20
+
+
+def chunk_tokens(vocab: int, tokens: int) -> int:
+    """Tokens per chunk of the chunked loss: as many as keep one chunk's fp32 logits within CHUNK_LOGIT_BYTES."""
+    return max(1, min(tokens, CHUNK_LOGIT_BYTES // (4 * vocab)))
 
 
 def engine_precision(cfg: ParallelConfig, device_bf16: bool = True) -> str:
@@ -108,7 +114,7 @@ def loss_bytes(m: ModelPreset, tokens: int, loss: str, phase: str, tp: int = 1) 
         return (10 if phase == "forward" else 12) * tokens * v
     if loss == "chunked":
         held = 4 * v * m.hidden + 2 * m.hidden * tokens  # the head's weight gradient (fp32), the hidden's (bf16)
-        chunk = max(1, min(tokens, CHUNK_LOGIT_BYTES // (4 * m.vocab)))
+        chunk = chunk_tokens(m.vocab, tokens)
         return held + (6 * chunk * v + 2 * v * m.hidden if phase == "forward" else 0)  # + the head's bf16 copy
     raise PlanError(f"loss must be one of {', '.join(LOSSES)}, not {loss!r}")
 

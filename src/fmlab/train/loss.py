@@ -30,15 +30,9 @@ from __future__ import annotations
 
 import torch
 
+from fmlab.plan.memory import chunk_tokens  # the chunk's size, where the planner books its memory too
+
 IGNORE_INDEX = -100  # transformers' label for "no target here" (its causal-LM loss pads the last position with it)
-# The fp32 logits of one chunk: 256 MiB (523 tokens of Llama 3's 128,256-entry vocabulary). The planner books a
-# chunk's working memory from the same number (fmlab.plan.memory).
-CHUNK_LOGIT_BYTES = 256 * 2**20
-
-
-def chunk_tokens(vocab: int, tokens: int) -> int:
-    """Tokens per chunk: as many as keep one chunk's fp32 logits within CHUNK_LOGIT_BYTES, at most `tokens`."""
-    return max(1, min(tokens, CHUNK_LOGIT_BYTES // (4 * vocab)))
 
 
 def _compute_dtype(t: torch.Tensor) -> torch.dtype:

@@ -108,6 +108,7 @@ class Setting:
     recompute: str = "none"
     loss: str = "chunked"
     matmul_precision: str = "default"
+    loss_chunk_mib: int = 0  # the chunked loss's chunk in MiB, fixed (no chunk-count rule), engine and planner; 0: as set
 
     def check(self) -> Setting:
         for name, choices in (("recompute", RECOMPUTE), ("loss", LOSSES), ("matmul_precision", MATMUL_PRECISIONS)):
@@ -273,8 +274,8 @@ def describe(error: BaseException) -> str:
 
 def planner_bytes(preset, recompute: str, micro_batch: int, seq: int, loss: str, compiled: bool,
                   dtype: str = "bfloat16") -> tuple[float | None, str]:
-    """The planner's bytes on one device, and how it was called (keywords it lacked are named). compiled= and, for
-    an fp32 run, precision="fp32" are passed only where the installed planner takes them."""
+    """The planner's bytes on one device, and how it was called (keywords it lacked are named). compiled=,
+    grad_accum=1 and, for an fp32 run, precision="fp32" are passed only where the installed planner takes them."""
     from fmlab.plan.layout import memory_per_device
     from fmlab.plan.parallelism import ParallelConfig
 
@@ -283,6 +284,8 @@ def planner_bytes(preset, recompute: str, micro_batch: int, seq: int, loss: str,
     takes = inspect.signature(memory_per_device).parameters
     if "compiled" in takes:
         extra["compiled"] = compiled
+    if "grad_accum" in takes:  # every contender steps once per micro-batch
+        extra["grad_accum"] = 1
     if "precision" in takes and dtype == "float32":
         extra["precision"] = "fp32"
     try:
@@ -451,6 +454,20 @@ def run_contender(name: str, setting: Setting, machine: Machine, peak_tflops: fl
     return run_bare(setting, machine, compiled)
 
 
+@contextlib.contextmanager
+def chunk_bytes(setting: Setting):
+    """The chunked loss's chunk as the setting asks: CHUNK_LOGIT_BYTES of fp32 logits and no cap on the number of
+    chunks (fmlab.plan.memory), for the run and its planner figure."""
+    from fmlab.plan import memory
+
+    if not setting.loss_chunk_mib:
+        yield
+        return
+    with mock.patch.object(memory, "CHUNK_LOGIT_BYTES", setting.loss_chunk_mib * 2**20), \
+            mock.patch.object(memory, "MAX_LOSS_CHUNKS", 2**31):
+        yield
+
+
 def measure(name: str, setting: Setting, label: str, machine: Machine, peak_tflops: float,
             snapshot: Path | None, stacks: str = "python") -> Row:
     """One row: run the contender, and whatever happens, fill its row."""
@@ -472,7 +489,8 @@ def measure(name: str, setting: Setting, label: str, machine: Machine, peak_tflo
             row.notes.append(f"no memory snapshot: recording failed ({describe(e)})")
             snapshot = None
     try:
-        got = run_contender(name, setting, machine, peak_tflops)
+        with chunk_bytes(setting):
+            got = run_contender(name, setting, machine, peak_tflops)
     except Skipped as e:
         row.status, row.reason = "skipped", str(e)
     except Exception as e:  # noqa: BLE001 - one contender failing must not end the run
@@ -501,8 +519,10 @@ def measure(name: str, setting: Setting, label: str, machine: Machine, peak_tflo
 def fill_planner(row: Row, setting: Setting, preset, name: str) -> None:
     loss = "full" if name.startswith("bare") else setting.loss
     try:
-        row.planner_bytes, row.planner_call = planner_bytes(preset, setting.recompute, setting.micro_batch,
-                                                            setting.seq, loss, name.endswith("-compiled"), row.dtype)
+        with chunk_bytes(setting):
+            row.planner_bytes, row.planner_call = planner_bytes(preset, setting.recompute, setting.micro_batch,
+                                                                setting.seq, loss, name.endswith("-compiled"),
+                                                                row.dtype)
     except Exception as e:  # noqa: BLE001 - the planner failing is a finding, not a reason to stop
         row.planner_call = f"planner failed: {describe(e)}"
         return
@@ -649,8 +669,8 @@ def header(machine: Machine, settings: list[Setting], found_precision: str) -> s
 
 
 def bare_key(setting: Setting) -> tuple:
-    """What the bare loop's run depends on (not --loss: it always takes transformers' full loss)."""
-    return dataclasses.astuple(dataclasses.replace(setting, loss="full"))
+    """What the bare loop's run depends on (not --loss or its chunk: it always takes transformers' full loss)."""
+    return dataclasses.astuple(dataclasses.replace(setting, loss="full", loss_chunk_mib=0))
 
 
 # ---------------------------------------------------------------- main
@@ -668,6 +688,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--loss", choices=LOSSES, default=d.loss, help="the engine's loss (the bare loops: full)")
     p.add_argument("--compile", choices=("both", "false", "true"), default="both",
                    help="of --contenders, run the eager ones (false), the compiled ones (true) or both")
+    p.add_argument("--loss-chunk-mib", type=int, default=d.loss_chunk_mib,
+                   help="the chunked loss's chunk, fixed, in MiB of fp32 logits (default 0: fmlab.plan.memory's rule)")
     p.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma-separated, of {', '.join(CONTENDERS)}")
     p.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS, default=d.matmul_precision,
                    help="torch.set_float32_matmul_precision; default: leave torch's setting as found")

@@ -40,3 +40,9 @@ def test_when_to_pretrain_notebook(run_notebook):
     assert by_attention["flash"] < 36 < by_attention["eager"]
     assert rec["recompute_days"]["full"] == pytest.approx(rec["recompute_days"]["none"] * 4 / 3, rel=0.01)
     assert 0 < rec["phase_share_of_budget"] < 0.2
+    # measured beside planned: the planner within 5% of every GPU row, the textbook formulas well below most
+    check = rec["gpu_memory_check"]
+    assert len(check) == 8 and all(0.95 <= planner <= 1.05 for planner, _ in check.values())
+    assert sum(textbook < 0.8 for _, textbook in check.values()) >= 5
+    mfu = rec["engine_mfu"]  # eager engines below 40%, the compiled engine on an H200 above 50%
+    assert min(mfu.values()) < 0.40 < 0.50 < max(mfu.values())

@@ -16,7 +16,8 @@ SMALL = ModelPreset("loss-probe", "llama", hidden=64, layers=2, heads=4, vocab=5
                     kv_heads=2)
 
 
-def test_linear_cross_entropy_in_chunks_equals_the_full_cross_entropy():
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_linear_cross_entropy_in_chunks_equals_the_full_cross_entropy(compiled):
     torch.manual_seed(0)
     hidden = torch.randn(3, 20, 16, requires_grad=True)
     weight = torch.randn(50, 16, requires_grad=True)
@@ -26,7 +27,7 @@ def test_linear_cross_entropy_in_chunks_equals_the_full_cross_entropy():
     full.backward()
     expected = hidden.grad.clone(), weight.grad.clone()
     hidden.grad = weight.grad = None
-    chunked = linear_cross_entropy(hidden, weight, labels, chunk=7)  # 60 tokens: 9 chunks, the last of 4
+    chunked = linear_cross_entropy(hidden, weight, labels, chunk=7, compiled=compiled)  # 60 tokens: 9 chunks, the last of 4
     (chunked * 0.5).backward()  # the incoming gradient scales both
     assert chunked.item() == pytest.approx(full.item(), rel=1e-6)
     torch.testing.assert_close(hidden.grad, 0.5 * expected[0], rtol=1e-5, atol=1e-7)

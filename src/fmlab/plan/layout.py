@@ -163,16 +163,18 @@ def checkpoint_gb(params: float) -> dict:
 
 def memory_per_device(m: ModelPreset, cfg: ParallelConfig, world: int, micro_batch: int = 1,
                       seq_len: int | None = None, attention: str = "flash", loss: str = "chunked",
-                      precision: str | None = None) -> dict[str, float]:
+                      precision: str | None = None, grad_accum: int | None = None) -> dict[str, float]:
     """Bytes on one of `world` devices at the training step's peak, by part, as fmlab's engine keeps them
     (fmlab.plan.memory: fp32 master weights, gradients and Adam, autocast's bf16 copies, DDP's buckets, the
     activations a transformers model really keeps, the loss's logits). `loss`: the engine's "chunked" (default)
     or transformers' "full"; `precision`: autocast | bf16 (FSDP's parameters) | fp32, default as the engine runs
-    the layout on a GPU. attention="eager" adds the a x s x s tensors eager attention keeps (Korthikanti's 5as/h)."""
+    the layout on a GPU; `grad_accum`: micro-batches per step (1: the gradients are made after the peak; more, or
+    None, books them). attention="eager" adds the a x s x s tensors eager attention keeps (Korthikanti's 5as/h)."""
     if attention not in ATTENTION_CHOICES:
         raise PlanError(f"attention must be one of {', '.join(ATTENTION_CHOICES)}, not {attention!r}")
     seq_len = seq_len or m.seq_len
-    parts = memory.peak_bytes(m, cfg, world, micro_batch, seq_len, loss=loss, precision=precision)
+    parts = memory.peak_bytes(m, cfg, world, micro_batch, seq_len, loss=loss, precision=precision,
+                              grad_accum=grad_accum)
     if attention == "eager" and cfg.recompute in ("none", "selective"):
         parts["activations_stored"] += 5 * m.heads * seq_len * seq_len * micro_batch * m.layers / (cfg.tp * cfg.pp)
     return parts

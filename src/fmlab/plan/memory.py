@@ -22,8 +22,9 @@ profiler's allocation events):
   forward (10 bytes per token per vocabulary entry); in the backward the saved log-softmax and two fp32 gradients
   (12). The engine's chunked loss (fmlab.train.loss) holds the head's two gradients instead (4*V*h + 2*h per token)
   and one chunk's logits at a time.
-- **Gradients** (fp32) are booked at the peak although the engine frees them after each step (set_to_none): the
-  measured peaks with full recomputation hold them, and without recomputation the over-booking is small.
+- **Gradients** (fp32) exist at the peak only when an earlier micro-batch left them: with gradient accumulation
+  (grad_accum > 1) they are held through every forward. A single-micro-batch step frees them (set_to_none) and
+  makes them in the backward, after the peak. grad_accum=None (a plan that does not say) books them.
 
 Per token and decoder layer, with h hidden, f the MLP width, kv = kv_heads*head_dim and a heads:
   Llama under autocast            30h + 4kv + 8f + 4a + 8
@@ -36,9 +37,10 @@ of the loss's backward (all kept activations, the bf16 weight copies and the los
 checkpointing, the backward of the first recomputed layer (every layer's input, one layer's full activations and
 its bf16 weights). `peak_bytes` returns the parts at the largest.
 
-What the CUDA measurements still hold above this model (tests/plan/test_memory.py prints the ratios): with full
-recomputation the m200 rows measure 12-30% more than predicted; a CPU run of the same step matches the model
-within 1%, so the difference is CUDA-side (benchmarks/gpu_step.py --snapshot records it for the next GPU session).
+Against CUDA (tests/plan/test_memory.py): on one H100 the engine's peaks at the Llama 3.2 1B shape and at m200,
+micro-batch 1-16, with and without full recomputation, are 0.95-1.00 of this model with grad_accum=1 (booking the
+gradients: 1.02-1.17). The first H200 measurement (fmlab at bce155c, ../shared/gpu/h200-2026-11-26.md) held a
+gradient-sized tensor more at its peaks with full recomputation: 0.79-1.12 of the model with them booked.
 """
 
 from __future__ import annotations
@@ -51,13 +53,20 @@ from fmlab.plan.parallelism import ParallelConfig
 LOSSES = ("chunked", "full")
 PRECISIONS = ("autocast", "bf16", "fp32")  # how the engine runs: autocast (single/DDP), bf16 params (FSDP), fp32
 MASTER_BYTES, GRAD_BYTES, ADAM_BYTES, COPY_BYTES = 4, 4, 8, 2  # fp32 weights and grads, Adam m and v, bf16 copies
-# The chunked loss's chunk (fmlab.train.loss): 256 MiB of fp32 logits, 523 tokens of Llama 3's 128,256 entries
+# The chunked loss's chunk (fmlab.train.loss): at least 256 MiB of fp32 logits (523 tokens of Llama 3's 128,256
+# entries), and large enough that a micro-batch takes at most MAX_LOSS_CHUNKS chunks. Each chunk adds its product
+# into the head's fp32 weight gradient (12 bytes per weight read and written), so fewer chunks are faster: on one
+# H200 at the Llama 3.2 1B shape, micro-batch 8, the compiled engine made 58,565 tokens/s with 32 chunks of 512
+# tokens and 64,543 with 8 of 2,048 (ENGINE_SPEED in fmlab.plan.measured), for 0.4 GiB more. Held at once: at most
+# an eighth of what the full loss holds.
 CHUNK_LOGIT_BYTES = 256 * 2**20
+MAX_LOSS_CHUNKS = 8
 
 
 def chunk_tokens(vocab: int, tokens: int) -> int:
-    """Tokens per chunk of the chunked loss: as many as keep one chunk's fp32 logits within CHUNK_LOGIT_BYTES."""
-    return max(1, min(tokens, CHUNK_LOGIT_BYTES // (4 * vocab)))
+    """Tokens per chunk of the chunked loss: CHUNK_LOGIT_BYTES of fp32 logits, or more where a micro-batch of
+    `tokens` would otherwise take more than MAX_LOSS_CHUNKS chunks."""
+    return max(1, min(tokens, max(CHUNK_LOGIT_BYTES // (4 * vocab), -(-tokens // MAX_LOSS_CHUNKS))))
 
 
 def engine_precision(cfg: ParallelConfig, device_bf16: bool = True) -> str:
@@ -142,10 +151,13 @@ def _states(m: ModelPreset, cfg: ParallelConfig, world: int, precision: str, los
 
 
 def peak_bytes(m: ModelPreset, cfg: ParallelConfig, world: int = 1, micro_batch: int = 1, seq_len: int | None = None,
-               loss: str = "chunked", precision: str | None = None) -> dict[str, float]:
+               loss: str = "chunked", precision: str | None = None, grad_accum: int | None = None) -> dict[str, float]:
     """Bytes on one of `world` devices at the step's peak, by part: weights, gradients, optimizer, compute_weights,
     ddp_buckets, activations_stored, activations_working, activations_logits. `precision`: as the engine runs
-    `cfg` on a bf16 device (engine_precision) unless given."""
+    `cfg` on a bf16 device (engine_precision) unless given. `grad_accum`: micro-batches per optimizer step; with 1
+    the gradients are not yet made at the peak (0 in the dict), with more (or None: not said) they are booked."""
+    if grad_accum is not None and grad_accum < 1:
+        raise PlanError(f"grad_accum must be at least 1, not {grad_accum}")
     seq_len = seq_len or m.seq_len
     precision = precision or engine_precision(cfg)
     tokens = micro_batch * seq_len
@@ -158,10 +170,10 @@ def peak_bytes(m: ModelPreset, cfg: ParallelConfig, world: int = 1, micro_batch:
         stored = per_layer * layers
     stored += outside_layers_bytes_per_token(m, precision, micro_batch) * tokens / tp
     full_layer = layer_bytes_per_token(m, precision) * tokens / tp
-    # The gradients are booked at every moment: with full recomputation the H200's peaks hold them (the 1B row:
-    # 0.999 of the measured peak with them, 0.884 without); without recomputation this over-books 4 bytes per
-    # parameter (1.07 on the same row), the safe side for a plan.
-    base = {"weights": st["weights"], "gradients": st["gradients"], "optimizer": st["optimizer"],
+    # Gradients at the peak: an earlier micro-batch's, held through this one's forward (measured: a one-micro-batch
+    # step's peak has none, tests/plan/test_memory.py)
+    gradients = 0.0 if grad_accum == 1 else st["gradients"]
+    base = {"weights": st["weights"], "gradients": gradients, "optimizer": st["optimizer"],
             "ddp_buckets": st["ddp_buckets"]}
     # A checkpointed layer's bf16 copies are not kept for backward (it casts them again when it is recomputed);
     # the head's copy is kept by the full loss's matmul.

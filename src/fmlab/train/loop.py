@@ -281,14 +281,15 @@ def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch
     model = build_model(preset, seed=cfg.seed)
     if not smp_available():
         use_pretraining_attention(model)
+    compiled = compile_wanted(cfg, dist.device.type)
     if cfg.loss == "chunked":
-        why = full_loss_reason(model, cfg.parallel)
+        why = full_loss_reason(model, cfg.parallel, compiled)
         if why and dist.rank == 0:
             print(f"note: --loss chunked does not apply ({why}): the full loss runs", flush=True)
-    return parallelize(model, cfg.parallel, dist, compile=compile_wanted(cfg, dist.device.type))
+    return parallelize(model, cfg.parallel, dist, compile=compiled)
 
 
-def full_loss_reason(model, parallel) -> str:
+def full_loss_reason(model, parallel, compiled: bool = False) -> str:
     """Give `model` the chunked loss (fmlab.train.loss) unless the layout keeps the full one; "" or why not."""
     from fmlab.parallel.smp import smp_available
     from fmlab.train.loss import use_chunked_loss
@@ -297,7 +298,7 @@ def full_loss_reason(model, parallel) -> str:
         return "SMP v2's transform owns the model"
     if parallel.tp > 1:
         return "tensor parallelism gathers the head's logits by its own plan"
-    return use_chunked_loss(model)
+    return use_chunked_loss(model, compiled=compiled)
 
 
 def _resume(run: Run) -> None:

@@ -29,10 +29,14 @@ REGION = "us-west-2"
 DATA = f"{BUCKET}/data/gpt2-tokens"
 
 
-def _efa() -> dict[str, str]:
+def _efa(spec: JobSpec) -> JobSpec:
+    """The spec with the EFA environment its image needs (fmlab.jobs.sharded.environment: none on the DLCs)."""
+    from dataclasses import replace
+
+    from fmlab.jobs.request import training_image
     from fmlab.jobs.sharded import environment
 
-    return environment()
+    return replace(spec, environment=environment(training_image(spec)))
 
 
 def sweep_job() -> JobSpec:
@@ -49,10 +53,9 @@ def sweep_job() -> JobSpec:
 def _data_parallel(name: str, **changes) -> JobSpec:
     fields = dict(hyperparameters={"model": "llama2-7b", "max_steps": 1000, "micro_batch": 1, "backend": "nccl"},
                   instance_type="ml.p4d.24xlarge", instance_count=2, distribution="torchrun", inputs={"train": DATA},
-                  environment=_efa(), checkpoint_s3_uri=f"{BUCKET}/checkpoints/{name}", max_run_seconds=86400,
-                  role=ROLE, region=REGION)
+                  checkpoint_s3_uri=f"{BUCKET}/checkpoints/{name}", max_run_seconds=86400, role=ROLE, region=REGION)
     fields.update(changes)
-    return JobSpec(name, **fields)
+    return _efa(JobSpec(name, **fields))
 
 
 def ddp_job() -> JobSpec:

@@ -145,11 +145,12 @@ def test_the_fault_slides_quote_the_training_script(deck):
                  "RetryStrategy(maximum_retry_attempts=", "CheckpointConfig(", "**to float rounding**",
                  "**automatic node recovery**", "**auto-resume**", "FSx for Lustre",
                  # what SageMaker retries and what it does not (a dead process is the job's failure)
-                 "is an `AlgorithmError`: **not** retried", "`--max-restarts` recovers it inside the job",
+                 "is an `AlgorithmError`: **not** retried", "(SDK v3's torchrun driver passes no `--max-restarts`)",
                  "A lost instance is an `InternalServerError`: retried", "cluster repair"):
         assert text in deck, text
     assert "tests/" not in deck and "pytest" not in deck  # speaker notes are for instructors, not maintainers
     assert "lost GPU or the kernel's OOM killer" not in deck and "on new instances" not in deck  # the old claims
+    assert "`--max-restarts` recovers it inside the job" not in deck  # SDK v3's Torchrun has no restart option
 
 
 def test_the_figures_show_what_the_planner_computes(run):

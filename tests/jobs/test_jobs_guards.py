@@ -175,7 +175,7 @@ def test_sagemaker_launch_validates_the_request_before_sending_it(monkeypatch, c
         out = capsys.readouterr().out
         assert "worst case $0.59" in out  # 1.408 $/h x (0.25 h + 0.1667 h)
         bad = spec.with_(name="sm-bad", keep_alive_seconds=99999, max_run_seconds=60)
-        from fmlab.sandbox.validate import RequestInvalid
+        from fmlab.service.api_model import RequestInvalid
 
         with pytest.raises(RequestInvalid, match="KeepAlivePeriodInSeconds"):
             jobs.launch(bad, backend="sagemaker", quotas=False, budget_usd=100)

@@ -8,7 +8,7 @@ import pytest
 from fmlab.jobs.images import ImageError, image_uri
 from fmlab.jobs.request import capture_request
 from fmlab.jobs.spec import JobSpec, JobSpecInvalid
-from fmlab.sandbox.validate import (
+from fmlab.service.api_model import (
     RequestInvalid,
     instance_types,
     problems_in,
@@ -115,7 +115,8 @@ def test_keep_alive_bounds_come_from_the_service_model(smp_request):
     bounds = member.members["KeepAlivePeriodInSeconds"].metadata
     assert (bounds["min"], bounds["max"]) == (0, 21600)  # botocore's SageMaker model
     ok = json.loads(json.dumps(smp_request.request))
-    for value, valid in ((0, True), (21600, True), (-1, False), (21601, False)):
+    # the model allows 21,600 s; the developer guide's warm-pool page says 3,600 is the maximum (the warm-pool rule)
+    for value, valid in ((0, True), (3600, True), (3601, False), (21600, False), (-1, False), (21601, False)):
         ok["ResourceConfig"]["KeepAlivePeriodInSeconds"] = value
         assert (problems_in(ok) == []) is valid, value
     assert "ml.p4d.24xlarge" in instance_types() and "ml.p4d.24xlarge-typo" not in instance_types()
@@ -123,7 +124,9 @@ def test_keep_alive_bounds_come_from_the_service_model(smp_request):
 
 def test_spot_rules_the_model_cannot_state(smp_request):
     spot = {**smp_request.request, "EnableManagedSpotTraining": True}
-    assert [p.field for p in problems_in(spot)] == ["StoppingCondition.MaxWaitTimeInSeconds"]
+    keeps_warm = bool(spot["ResourceConfig"].get("KeepAlivePeriodInSeconds"))  # and a warm pool cannot be spot
+    assert [p.field for p in problems_in(spot)] == ["StoppingCondition.MaxWaitTimeInSeconds"] + (
+        ["[warm-pool-with]"] if keeps_warm else [])
     spot["StoppingCondition"] = {"MaxRuntimeInSeconds": 7200, "MaxWaitTimeInSeconds": 3600}
     assert "at least MaxRuntimeInSeconds" in str(problems_in(spot)[0])
 

@@ -9,7 +9,7 @@ from fmlab.jobs.request import capture_request
 from fmlab.jobs.sharded import EFA_ENVIRONMENT, ShardedRun, environment
 from fmlab.plan import catalog, compute, layout
 from fmlab.plan.parallelism import ParallelConfig
-from fmlab.sandbox.validate import problems_in
+from fmlab.service.api_model import problems_in
 
 ROLE = "arn:aws:iam::111122223333:role/fmlab-course"
 
@@ -69,8 +69,10 @@ def test_the_30b_request_validates_and_carries_the_plan(request_30b):
     assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 64, "tensor_parallel_degree": 1}
     assert r["HyperParameters"]["model"] == "gpt-30b" and r["HyperParameters"]["activation_checkpointing"] == "none"
     assert "checkpoint_dir" not in r["HyperParameters"]  # the script takes /opt/ml/checkpoints from SageMaker
+    assert r["Environment"].pop("FMLAB_SCRIPT") == "entrypoints/train.py"  # the course's script: its rules apply
+    # the SMP image's aws-ofi-nccl version is in no source: the job keeps the settings of plug-ins <= 1.5.0
     assert r["Environment"] == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_PROTO": "simple",
-                                "NCCL_DEBUG": "INFO"} == environment()
+                                "NCCL_DEBUG": "INFO"} == environment(r["AlgorithmSpecification"]["TrainingImage"])
     train = next(c for c in r["InputDataConfig"] if c["ChannelName"] == "train")
     assert train["DataSource"]["S3DataSource"]["S3Uri"] == "s3://course-bucket/data/gpt2"
     assert train["InputMode"] == "FastFile"
@@ -85,7 +87,8 @@ def test_the_twin_keeps_everything_but_the_sizes(request_30b):
     run, _ = request_30b
     twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60)
     spec = twin.job_spec("s3://fmlab-local/data", "s3://fmlab-local/ckpt")
-    assert (spec.distribution, spec.input_mode, spec.environment) == ("smp", "FastFile", environment())
+    assert (spec.distribution, spec.input_mode) == ("smp", "FastFile")
+    assert spec.environment == run.job_spec("s3://b/d", "s3://b/c").environment  # same image, same EFA settings
     assert spec.world_size() == 4 and spec.smp == {"hybrid_shard_degree": 2, "tensor_parallel_degree": 1}
     assert spec.volume_gb <= 31 and twin.tokens_per_step == 4 * 1 * 128  # a tiny model needs no big disk
 

@@ -12,7 +12,7 @@ from fmlab.jobs.guards import worst_case_chain_cost, worst_case_cost
 from fmlab.jobs.request import capture_request
 from fmlab.plan import compute
 from fmlab.plan.parallelism import ParallelConfig
-from fmlab.sandbox.validate import problems_in
+from fmlab.service.api_model import problems_in
 
 HYBRID_64 = ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)
 

@@ -21,7 +21,7 @@ from fmlab.jobs.spec import JobSpecInvalid
 from fmlab.neuron.job import LLAMA2_70B_TRN1, NeuronLayoutError, trn1_job_spec
 from fmlab.neuron.sharding import LlamaShape, pipeline_stages
 from fmlab.plan import catalog
-from fmlab.sandbox.validate import problems_in
+from fmlab.service.api_model import problems_in
 
 
 def test_llama2_70b_example_is_consistent():

@@ -16,7 +16,7 @@ from fmlab.jobs.images import image_uri, torchneuron_image_uri, torchneuron_requ
 from fmlab.jobs.request import capture_request
 from fmlab.neuron.native import COURSE_TORCH, LLAMA2_70B_TRN2, NeuronLayoutError, trn2_job_spec, trn2_problems
 from fmlab.plan.parallelism import ParallelConfig
-from fmlab.sandbox.validate import problems_in
+from fmlab.service.api_model import problems_in
 
 IMAGE = torchneuron_image_uri("111122223333", "us-east-2")
 URIS = dict(data_uri="s3://my-bucket/data", checkpoint_uri="s3://my-bucket/trn2/checkpoints")

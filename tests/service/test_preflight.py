@@ -120,3 +120,40 @@ def test_launch_refuses_on_the_local_backend_with_the_failing_check(local_env):
     with pytest.raises(PreflightFailed, match="max-runtime.*28 days"):
         jobs.launch(spec, backend="local", quiet=True)
     assert not list((local_env / "sandbox").glob("jobs/*"))
+
+
+class _Plans:
+    def __init__(self, status):
+        self.status = status
+
+    def describe_training_plan(self, TrainingPlanName):
+        return {"TrainingPlanName": TrainingPlanName, "Status": self.status}
+
+
+class _S3:
+    def __init__(self, count):
+        self.count = count
+
+    def list_objects_v2(self, Bucket, Prefix, MaxKeys):
+        assert MaxKeys == 1  # one key answers "is anything there"
+        return {"KeyCount": self.count}
+
+
+def test_what_only_the_account_knows_is_read_with_credentials_and_said_unchecked_without(no_aws_credentials):
+    from fmlab.jobs.preflight import account_findings
+
+    arn = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/course-plan"
+    request = {**GOOD, "ResourceConfig": {**GOOD["ResourceConfig"], "TrainingPlanArn": arn}}
+    blind = account_findings(request)
+    assert [f.level for f in blind] == ["warn"] and "not checked without AWS credentials" in blind[0].message
+    assert "training plan" in blind[0].message and "S3 input prefix" in blind[0].message
+    read = account_findings(request, _Plans("Expired"), _S3(0))
+    assert {(f.check, f.level) for f in read} == {("training-plan", "fail"), ("input-data", "fail")}
+    ok = account_findings(request, _Plans("Active"), _S3(1))
+    assert {f.level for f in ok} == {"pass"}
+    market = {**GOOD, "AlgorithmSpecification": {"AlgorithmName": "arn:aws:sagemaker:us-east-1:123456789012:"
+                                                                  "algorithm/some-vendor-algo", "TrainingInputMode": "File"}}
+    assert any(f.check == "marketplace" and "not checked" in f.message for f in account_findings(market))
+    report = preflight(request, quotas=True)
+    assert report.ok and report.verdict.startswith("no check refused it; not checked here:")
+    assert "quotas" in report.unchecked and "account" in report.unchecked

@@ -25,17 +25,20 @@ def test_the_feature_states_its_minimum_pytorch_and_source():
     assert image_having(f).name == "pytorch-2.13-gpu"
 
 
+OURS = {"Environment": {"FMLAB_SCRIPT": "entrypoints/train.py"}}  # the course's script reads these flags
+
+
 @pytest.mark.parametrize("hps", [SELECTIVE, {"activation_checkpointing": "selective"},
                                  {"activation-checkpointing": "selective"}])
 def test_selective_checkpointing_is_read_from_the_hyperparameters(hps):
-    assert [f.id for f in features_of({"HyperParameters": hps})] == ["selective-ac"]
+    assert [f.id for f in features_of({**OURS, "HyperParameters": hps})] == ["selective-ac"]
 
 
 def test_full_or_no_checkpointing_and_smps_own_recipe_need_nothing():
-    assert features_of({"HyperParameters": {"activation_checkpointing": "full"}}) == []
-    assert features_of({"HyperParameters": {"activation_checkpointing": "none"}}) == []
+    assert features_of({**OURS, "HyperParameters": {"activation_checkpointing": "full"}}) == []
+    assert features_of({**OURS, "HyperParameters": {"activation_checkpointing": "none"}}) == []
     with_smp = {**SELECTIVE, "mp_parameters": '{"hybrid_shard_degree": 8}'}
-    assert [f.id for f in features_of({"HyperParameters": with_smp})] == ["smp"]
+    assert [f.id for f in features_of({**OURS, "HyperParameters": with_smp})] == ["smp"]
 
 
 def test_selective_checkpointing_on_the_pytorch_2_3_image_is_refused_naming_2_5_and_an_image():

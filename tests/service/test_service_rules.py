@@ -11,9 +11,9 @@ import copy
 import pytest
 
 from fmlab import sandbox
-from fmlab.sandbox.validate import RequestInvalid, api_problems, problems_in, validate_request
 from fmlab.service import MANIFESTS, manifest_for, refusals, service_findings
 from fmlab.service import retry as service_retry
+from fmlab.service.api_model import RequestInvalid, api_problems, problems_in, validate_request
 from fmlab.service.features import features_of, image_having
 
 IMAGE_213 = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13-cu133-amzn2023-sagemaker"
@@ -27,12 +27,22 @@ GOOD = {
     "RoleArn": "arn:aws:iam::111122223333:role/fmlab-course",
     "AlgorithmSpecification": {"TrainingImage": IMAGE_213, "TrainingInputMode": "File"},
     "HyperParameters": {"lr": "0.0003", "max_steps": "200"},
+    "Environment": {"FMLAB_SCRIPT": "entrypoints/train.py"},  # the course's script (fmlab.jobs.request sets it)
     "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
         "S3DataType": "S3Prefix", "S3Uri": "s3://fmlab-course/fmlab/data/tiny"}}}],
     "OutputDataConfig": {"S3OutputPath": "s3://fmlab-course/fmlab/output"},
     "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
     "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
 }
+
+
+# A heterogeneous cluster as AWS's guide builds one: a CPU group beside a GPU group, one (GPU) image for both
+HETERO = {"InstanceType": None, "InstanceCount": None, "InstanceGroups": [
+    {"InstanceGroupName": "data", "InstanceType": "ml.c5.18xlarge", "InstanceCount": 2},
+    {"InstanceGroupName": "train", "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}]}
+
+
+OURS = {"Environment": GOOD["Environment"]}
 
 
 def request(**changes) -> dict:
@@ -88,11 +98,10 @@ def test_a_sized_volume_on_an_nvme_instance_is_warned_as_ignored():
                   "nvme-volume") == []  # EBS-only instances use the volume
 
 
-def test_warm_pool_above_the_guide_warns_and_above_the_api_model_fails():
-    guide = request(ResourceConfig={"KeepAlivePeriodInSeconds": 7200})
-    assert levels(guide, "warm-pool") == ["warn"]
-    warn = next(f for f in service_findings(guide) if f.check == "warm-pool")
-    assert "21,600" in warn.message and "3,600" in warn.message and "train-warm-pools.html" in warn.source
+def test_warm_pool_above_the_guide_fails_and_above_the_api_model_fails_once():
+    guide = request(ResourceConfig={"KeepAlivePeriodInSeconds": 3601})
+    message = refused(guide, "warm-pool", "train-warm-pools.html")
+    assert "3,600" in message
     over = request(ResourceConfig={"KeepAlivePeriodInSeconds": 86400})
     found = [f for f in refusals(over) if f.check == "warm-pool"]
     assert found and "21,600" in found[0].message and "3,600" in found[0].message
@@ -100,7 +109,15 @@ def test_warm_pool_above_the_guide_warns_and_above_the_api_model_fails():
     with pytest.raises(RequestInvalid) as e:  # the API model names the field; the rule does not say it twice
         validate_request(over)
     assert e.value.fields == ["ResourceConfig.KeepAlivePeriodInSeconds"]
-    assert levels(request(ResourceConfig={"KeepAlivePeriodInSeconds": 600}), "warm-pool") == ["pass"]
+    assert levels(request(ResourceConfig={"KeepAlivePeriodInSeconds": 3600}), "warm-pool") == ["pass"]
+
+
+def test_a_warm_pool_is_refused_with_spot_and_with_a_heterogeneous_cluster():
+    spot = request(ResourceConfig={"KeepAlivePeriodInSeconds": 600}, EnableManagedSpotTraining=True,
+                   StoppingCondition={"MaxWaitTimeInSeconds": 7200})
+    assert "managed spot" in refused(spot, "warm-pool-with", "Considerations")
+    groups = request(ResourceConfig={"KeepAlivePeriodInSeconds": 600, **HETERO})
+    assert "heterogeneous" in refused(groups, "warm-pool-with", "Considerations")
 
 
 def test_retry_without_checkpoints_warns_that_it_starts_from_step_0():
@@ -147,6 +164,9 @@ def test_instance_preferences_exclude_instance_type_and_repeat_nothing():
                                                     {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}],
                             "VolumeSizeInGB": 30}
     assert not [f for f in refusals(ok) if f.check == "instance-preferences"]
+    assert validate_request(ok)  # no InstanceType needed: the preferences name theirs
+    ok["ResourceConfig"]["InstancePreferences"][1].pop("InstanceCount")
+    assert api_problems(ok)  # each preference counts its instances when the job does not
 
 
 def test_a_training_plan_is_warned_as_checkable_only_on_aws():
@@ -159,9 +179,63 @@ def test_a_training_plan_is_warned_as_checkable_only_on_aws():
     refused(both, "instance-preferences", "InstancePreference")
 
 
-def test_checkpoints_elsewhere_than_opt_ml_checkpoints_are_refused():
-    r = request(CheckpointConfig={"S3Uri": "s3://fmlab-course/ck", "LocalPath": "/tmp/ck"})
-    assert "never reach S3" in refused(r, "checkpoint-path", "CheckpointConfig.LocalPath")
+def test_any_checkpoint_path_is_synced_but_the_course_script_must_write_there():
+    elsewhere = {"S3Uri": "s3://fmlab-course/ck", "LocalPath": "/tmp/ck"}
+    theirs = request(CheckpointConfig=elsewhere)
+    del theirs["Environment"]  # another script than the course's: SageMaker syncs /tmp/ck, and that script writes there
+    assert levels(theirs, "checkpoint-path") == ["pass"] and validate_request(theirs)
+    ours = request(CheckpointConfig=elsewhere)
+    assert "never reach S3" in refused(ours, "checkpoint-path", "CheckpointConfig.LocalPath")
+    told = request(CheckpointConfig=elsewhere, HyperParameters={"checkpoint_dir": "/tmp/ck"})
+    assert levels(told, "checkpoint-path") == ["pass"]
+
+
+def test_a_heterogeneous_cluster_runs_one_image_on_every_group():
+    ok = request(ResourceConfig=HETERO)
+    assert not refusals(ok) and not api_problems(ok)
+    both = request(ResourceConfig={**HETERO, "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1})
+    assert "cannot be given with InstanceGroups" in refused(both, "instance-groups", "heterogeneous")
+    channels = [{"ChannelName": name, "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": f"s3://fmlab-course/{name}", **extra}}}
+        for name, extra in (("train", {"InstanceGroupNames": ["train"]}), ("eval", {}))]
+    partial = request(ResourceConfig=HETERO, InputDataConfig=channels)
+    assert "on every channel, or on none" in refused(partial, "instance-groups", "InstanceGroupNames")
+    channels[1]["DataSource"]["S3DataSource"]["InstanceGroupNames"] = ["nope"]
+    assert "nope" in refused(request(ResourceConfig=HETERO, InputDataConfig=channels), "instance-groups", "hetero")
+    cpu_only = request(ResourceConfig={"InstanceType": None, "InstanceCount": None, "InstanceGroups": [
+        {"InstanceGroupName": "data", "InstanceType": "ml.c5.18xlarge", "InstanceCount": 2}]})
+    refused(cpu_only, "image-instance", "fmlab.service.images")  # no group can run the GPU image
+
+
+def test_no_kms_key_on_local_storage():
+    message = refused(request(ResourceConfig={"VolumeKmsKeyId": "1234abcd-12ab-34cd-56ef-1234567890ab"}),
+                      "local-storage-kms", "can't request a VolumeKmsKeyId")
+    assert "ml.p4d.24xlarge" in message
+    ebs = request(ResourceConfig={"VolumeKmsKeyId": "1234abcd-12ab-34cd-56ef-1234567890ab",
+                                  "InstanceType": "ml.p3.16xlarge"})
+    assert not [f for f in refusals(ebs) if f.check == "local-storage-kms"]
+
+
+def test_smp_v2_runs_on_p4d_p4de_and_p5_only():
+    smp = {"TrainingImage": IMAGE_SMP}
+    assert "ml.g5.48xlarge" in refused(request(AlgorithmSpecification=smp, ResourceConfig={
+        "InstanceType": "ml.g5.48xlarge"}), "smp-instances", "SMP v2")
+    assert not [f for f in refusals(request(AlgorithmSpecification=smp, ResourceConfig={
+        "InstanceType": "ml.p5.48xlarge"})) if f.check == "smp-instances"]
+
+
+def test_a_gpu_only_builtin_algorithm_on_a_cpu_instance_is_refused():
+    image = "811284229777.dkr.ecr.us-east-1.amazonaws.com/image-classification:1"
+    r = request(AlgorithmSpecification={"TrainingImage": image}, ResourceConfig={"InstanceType": "ml.m5.xlarge"})
+    assert "GPU instances only" in refused(r, "builtin-algorithm", "Image Classification")
+    gpu = request(AlgorithmSpecification={"TrainingImage": image}, ResourceConfig={"InstanceType": "ml.p3.2xlarge"})
+    assert not [f for f in refusals(gpu) if f.check == "builtin-algorithm"]
+
+
+def test_max_wait_without_spot_is_accepted_with_a_retry_strategy():
+    r = request(StoppingCondition={"MaxWaitTimeInSeconds": 7200}, RetryStrategy={"MaximumRetryAttempts": 2})
+    assert not api_problems(r)
+    assert api_problems(request(StoppingCondition={"MaxWaitTimeInSeconds": 7200}))
 
 
 def test_fsdp_on_the_pytorch_2_3_image_is_refused_naming_the_feature_version_and_an_image():
@@ -186,12 +260,19 @@ def test_tensor_parallelism_needs_2_5_and_smddp_smp_nxd_need_their_library():
     assert not refusals(on_smp)
 
 
+def test_the_course_scripts_flags_mean_nothing_to_another_script():
+    other = request(AlgorithmSpecification={"TrainingImage": IMAGE_23}, HyperParameters={"sharding": "full", "tp": "2"})
+    del other["Environment"]  # someone else's script on the 2.3 image: its `sharding` is its own business
+    assert features_of(other) == [] and not refusals(other)
+    assert [f.id for f in features_of({**other, "HyperParameters": {"mp_parameters": "{}"}})] == ["smp"]
+
+
 def test_features_follow_the_hyperparameters_only():
-    assert [f.id for f in features_of({"HyperParameters": {"sharding": '"hybrid"', "tp": '"4"'}})] == \
+    assert [f.id for f in features_of({**OURS, "HyperParameters": {"sharding": '"hybrid"', "tp": '"4"'}})] == \
         ["fsdp2", "dtensor-tp"]
-    assert [f.id for f in features_of({"HyperParameters": {"mp_parameters": '{"tensor_parallel_degree": 2}',
+    assert [f.id for f in features_of({**OURS, "HyperParameters": {"mp_parameters": '{"tensor_parallel_degree": 2}',
                                                            "tp": "4"}})] == ["smp"]
-    assert features_of({"HyperParameters": {"sharding": "none", "tp": "1"}}) == []
+    assert features_of({**OURS, "HyperParameters": {"sharding": "none", "tp": "1"}}) == []
 
 
 def test_every_manifest_has_a_source_a_date_and_finds_itself():
@@ -199,7 +280,7 @@ def test_every_manifest_has_a_source_a_date_and_finds_itself():
         assert m.source and m.read and m.pytorch and m.python, m.name
         assert manifest_for(f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{m.repository}:{m.tag}") is m
     assert manifest_for("public.ecr.aws/unknown/image:1.0") is None
-    assert image_having(features_of({"HyperParameters": {"backend": "smddp"}})[0]).name == "pytorch-2.5-gpu"
+    assert image_having(features_of({**OURS, "HyperParameters": {"backend": "smddp"}})[0]).name == "pytorch-2.5-gpu"
 
 
 def test_an_unknown_image_is_a_warning_not_a_refusal():

@@ -39,7 +39,10 @@ def test_notebook08_teaches_what_sagemaker_retries_and_what_it_does_not():
     text = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert "as a lost GPU or the kernel's OOM killer would" not in text
     assert "restarts the whole job on fresh instances after an `InternalServerError`" not in text
+    # on SageMaker nothing restarts a dead process inside the job: SDK v3's Torchrun has no restart option
+    assert "torchrun `--max-restarts` inside the job" not in text and "is what recovers a dead process" not in text
     for needle in ("`AlgorithmError`", "| **no** |", "`InternalServerError`", "cluster repair", "auto-resume",
-                   "--max-restarts", "`RetryStrategy` API reference",
+                   "--max-restarts", "`RetryStrategy` API reference", "SDK v3's torchrun driver passes no",
+                   "fmlab.service.retry.DEAD_PROCESS",
                    "model-checkpoints-cluster-repair.html", "sagemaker-hyperpod-resiliency-slurm-auto-resume.html"):
         assert needle in text, needle

@@ -7,7 +7,7 @@
     spec = capacity.current_stack_spec(plan_arn=..., data_uri=..., checkpoint_uri=...)  # the 30B run on p5
 
 Each request is checked like the course's CreateTrainingJob requests: against botocore's SageMaker API model
-(`fmlab.sandbox.validate.api_problems`: types, ranges, enums, patterns) and then against the prose limits of
+(`fmlab.service.api_model.api_problems`: types, ranges, enums, patterns) and then against the prose limits of
 the developer guide, which the model does not hold (`plan_problems`, each with its source). With AWS
 credentials `boto3.client("sagemaker").search_training_plan_offerings(**search)` sends the first; the answer's
 first offering is the best match, and CreateTrainingPlan buys it (payment up front; it cannot be changed).
@@ -24,7 +24,7 @@ from fmlab.jobs.sharded import ShardedRun
 from fmlab.jobs.spec import JobSpec
 from fmlab.plan.capacity import PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
 from fmlab.plan.parallelism import ParallelConfig
-from fmlab.sandbox.validate import Problem, api_problems
+from fmlab.service.api_model import Problem, api_problems
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
 TARGETS = ("training-job", "hyperpod-cluster")  # a plan serves one kind of resource only (PLAN_LIMITS_SOURCE)

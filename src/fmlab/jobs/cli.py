@@ -89,7 +89,7 @@ def run_command(args: argparse.Namespace) -> int:
     from fmlab import jobs
     from fmlab.jobs.guards import OverBudget, QuotaTooLow
     from fmlab.sandbox import SandboxError
-    from fmlab.sandbox.validate import RequestInvalid
+    from fmlab.service.api_model import RequestInvalid
 
     try:
         from fmlab.environment import credential_source

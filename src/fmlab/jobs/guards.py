@@ -139,9 +139,11 @@ def budget(explicit: float | None = None) -> float:
     return float(os.environ.get(BUDGET_VARIABLE) or DEFAULT_BUDGET_USD)
 
 
-def check_budget(spec: JobSpec, budget_usd: float | None = None, price: float | None = None) -> CostEstimate:
-    """Return the estimate when it is within budget; raise OverBudget (saying what to change) otherwise."""
-    estimate = worst_case_cost(spec, price)
+def check_budget(spec: JobSpec, budget_usd: float | None = None, price: float | None = None,
+                 estimate: CostEstimate | None = None) -> CostEstimate:
+    """Return the estimate (worst_case_cost's, or the one given: it is computed once per launch) when it is within
+    budget; raise OverBudget (saying what to change) otherwise."""
+    estimate = estimate or worst_case_cost(spec, price)
     limit = budget(budget_usd)
     if estimate.worst_case_usd > limit:
         raise OverBudget(f"{spec.base_job_name}: {estimate}, above your budget of ${limit:,.2f}. Lower "

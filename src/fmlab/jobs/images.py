@@ -14,8 +14,12 @@ The default PyTorch image is the SageMaker PyTorch 2.13 DLC, the course's own Py
 docs/pytorch/changelog, 2026-07-20): the Amazon Linux 2023 line in the `pytorch` repository of the regional DLC
 registries, read from the SageMaker SDK's own table (sagemaker-core's image_uri_config/pytorch-amzn2023.json, the
 table `image_uris.retrieve(framework="pytorch-amzn2023")` launches with). It has neither SMDDP nor SMP: the
-current path is FSDP2 and NCCL over EFA. Frozen, dated images stay beside it: "smddp" is the last SageMaker PyTorch
-DLC with SMDDP inside (2.5.1, out of patch since 2025-10-29), "smp" the newest SMP v2 release (2.8.0, April 2025).
+current path is FSDP2 and NCCL over EFA. The Regions and registry accounts of the PyTorch DLCs (both lines, the
+Ubuntu `pytorch-training` one in image_uri_config/pytorch.json) are read from the installed SDK's table when a URI
+is built (`dlc_registries`), never copied here; `newest_dlc()` is the newest version that table lists (the course
+stays on its own PyTorch, fmlab.neuron.native.COURSE_TORCH, until it moves as a whole). Frozen, dated images stay
+beside it: "smddp" is the last SageMaker PyTorch DLC with SMDDP inside (2.5.1, out of patch since 2025-10-29),
+"smp" the newest SMP v2 release (2.8.0, April 2025).
 SMP v2 images are not composed here: their tags change Python and CUDA between releases (2.2.0 is py310, 2.5.1 is
 cu124), so `smp_releases()` reads the SDK's image_uri_config/pytorch-smp.json and `image_uri("smp", ...)` asks the
 SDK for the URI. The default is the newest SMP release there, for its PyTorch version.
@@ -28,13 +32,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-# Regions where the three images below are all published (and their registry account), as the sources state.
-_DLC_ACCOUNTS_SOURCE = ("aws/deep-learning-containers, available_images.md, region table; the same accounts are in "
-                        "sagemaker-core's image_uri_config/pytorch.json")
-_DLC_ACCOUNT = {region: "763104351884" for region in (
-    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-northeast-1", "ap-northeast-2",
-    "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2", "eu-west-3",
-    "eu-north-1", "sa-east-1")}
+# Regions of the SMP and Neuron images (and their registry account), as their sources state. The PyTorch DLCs' are
+# read from the SDK's table instead (dlc_registries).
 _SMP_ACCOUNT = {region: "658645717510" for region in (
     "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-northeast-1", "ap-northeast-2",
     "ap-northeast-3", "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2",
@@ -61,16 +60,19 @@ IMAGES: dict[str, TrainingImage] = {
     i.kind: i
     for i in [
         TrainingImage(
-            "pytorch", "pytorch", _DLC_ACCOUNT, "2.13", "(from the SageMaker SDK)",
-            source="sagemaker-core 2.27.0 image_uri_config/pytorch-amzn2023.json (repository 'pytorch', tags "
-                   "2.13-cu133-amzn2023-sagemaker / 2.13-cpu-amzn2023-sagemaker, account 763104351884 in the DLC "
-                   "regions); aws/deep-learning-containers docs/pytorch/changelog/index.md, PyTorch 2.13 - 2026-07-20; "
-                   "older pytorch-training tags (2.3.0, 2.5.1) from available_images.md"),
+            "pytorch", "pytorch", {}, "2.13", "(from the SageMaker SDK)",
+            source="sagemaker-core's image_uri_config/pytorch-amzn2023.json (repository 'pytorch', tags "
+                   "2.13-cu133-amzn2023-sagemaker / 2.13-cpu-amzn2023-sagemaker; its Regions and accounts read when "
+                   "a URI is built: 45 Regions in sagemaker-core 2.27.0, read 2026-11-26); "
+                   "aws/deep-learning-containers docs/pytorch/changelog/index.md, PyTorch 2.13 - 2026-07-20; "
+                   "older pytorch-training tags (2.3.0, 2.5.1) from available_images.md and image_uri_config/"
+                   "pytorch.json"),
         TrainingImage(
-            "smddp", "pytorch-training", _DLC_ACCOUNT, "2.5.1", "{version}-gpu-py311-cu124-ubuntu22.04-sagemaker",
+            "smddp", "pytorch-training", {}, "2.5.1", "{version}-gpu-py311-cu124-ubuntu22.04-sagemaker",
             source="aws/deep-learning-containers pytorch/training/docker/2.5/py3/cu124/Dockerfile.gpu (its sagemaker "
                    "stage installs smdistributed_dataparallel 2.6.0): the last SageMaker PyTorch DLC with SMDDP; "
-                   f"out of patch since 2025-10-29 (docs/src/legacy/legacy_support.yml); {_DLC_ACCOUNTS_SOURCE}"),
+                   "out of patch since 2025-10-29 (docs/src/legacy/legacy_support.yml); Regions and accounts from "
+                   "sagemaker-core's image_uri_config/pytorch.json (2.5.1), read when a URI is built"),
         TrainingImage(
             "smp", "smdistributed-modelparallel", _SMP_ACCOUNT, "2.5.1", "(from the SageMaker SDK)",
             source="sagemaker-core's image_uri_config/pytorch-smp.json (the SDK's table: PyTorch version -> SMP "
@@ -155,6 +157,33 @@ def _smp_image_uri(region: str, version: str | None) -> str:
                                              distribution=distribution, instance_type="ml.p4d.24xlarge")
 
 
+@functools.cache
+def _sdk_training_table(framework: str) -> dict:
+    text = resources.files("sagemaker.core").joinpath(f"image_uri_config/{framework}.json").read_text()
+    return json.loads(text)["training"]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def dlc_registries(version: str) -> dict[str, str]:
+    """Region -> registry account of the SageMaker PyTorch training DLC `version`, from the installed SDK's own
+    table: the Amazon Linux 2023 line (image_uri_config/pytorch-amzn2023.json, "2.13") or the Ubuntu
+    pytorch-training line (image_uri_config/pytorch.json, "2.5.1"); {} for a version neither lists."""
+    for framework in ("pytorch-amzn2023", "pytorch"):
+        table = _sdk_training_table(framework)
+        key = table.get("version_aliases", {}).get(version, version)
+        if key in table["versions"]:
+            return dict(table["versions"][key]["registries"])
+    return {}
+
+
+def newest_dlc() -> str:
+    """The newest SageMaker PyTorch training DLC the installed SDK's table lists (the Amazon Linux 2023 line)."""
+    return max(_sdk_training_table("pytorch-amzn2023")["versions"], key=_version_key)
+
+
 def _dlc_image_uri(region: str, version: str, processor: str) -> str:
     """The SageMaker PyTorch DLC of the Amazon Linux 2023 line, from the SDK's own table."""
     from sagemaker.core import image_uris
@@ -176,18 +205,20 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
     if kind not in IMAGES:
         raise ImageError(f"unknown image kind {kind!r}: choose one of {', '.join(IMAGES)}")
     image = IMAGES[kind]
-    if region not in image.accounts:
-        raise ImageError(f"the {kind} training image is not published in {region!r} (per its source); "
-                         f"use one of: {', '.join(sorted(image.accounts))}")
     if processor not in ("gpu", "cpu"):
         raise ImageError(f"processor must be 'gpu' or 'cpu', not {processor!r}")
     if processor == "cpu" and kind != "pytorch":
         raise ImageError(f"the {kind} image has no CPU variant: use kind='pytorch' for a CPU instance")
     if kind == "smp":
-        return _smp_image_uri(region, version)
+        return _smp_image_uri(region, version)  # the SDK's table: its regions, its URI
     version = version or image.default_version
     if kind == "pytorch" and version not in PYTORCH_TRAINING_TAGS:
         return _dlc_image_uri(region, version, processor)
+    accounts = dlc_registries(version) if kind in ("pytorch", "smddp") else image.accounts
+    if region not in accounts:
+        table = "the SDK's table" if kind in ("pytorch", "smddp") else "its source"
+        raise ImageError(f"the {kind} training image {version} is not published in {region!r} (per {table}); "
+                         f"use one of: {', '.join(sorted(accounts))}")
     if kind in ("pytorch", "smddp"):
         if version not in PYTORCH_TRAINING_TAGS:
             raise ImageError(f"no pytorch-training image {version} is listed here; use one of "
@@ -195,11 +226,16 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
         t = PYTORCH_TRAINING_TAGS[version]
         cuda = f"-{t['cuda']}" if processor == "gpu" else ""
         tag = f"{version}-{processor}-{t['python']}{cuda}-{t['os']}-sagemaker"
-        return f"{image.accounts[region]}.dkr.ecr.{region}.amazonaws.com/pytorch-training:{tag}"
+        from sagemaker.core import image_uris  # the registry host as the SDK spells it in this partition
+
+        instance = "ml.p4d.24xlarge" if processor == "gpu" else "ml.m5.xlarge"
+        short = image_uris.retrieve("pytorch", region=region, version=version, py_version=t["python"],
+                                    instance_type=instance, image_scope="training")
+        return f"{short.rpartition(':')[0]}:{tag}"
     parts = NEURON_TRAINING_TAGS[version] if neuron_sdk(version) else {}  # only the neuron kind is left
     tag = image.tag_template.format(version=version, **parts)
     suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
-    return f"{image.accounts[region]}.dkr.ecr.{region}{suffix}/{image.repository}:{tag}"
+    return f"{accounts[region]}.dkr.ecr.{region}{suffix}/{image.repository}:{tag}"
 
 
 def processor_for(instance_type: str) -> str:

@@ -29,7 +29,7 @@ from fmlab import sandbox, storage
 from fmlab.environment import redact
 from fmlab.jobs.guards import CostEstimate, OverBudget, QuotaTooLow, check_budget, worst_case_cost
 from fmlab.jobs.spec import NAME_PREFIX, JobSpec, JobSpecInvalid
-from fmlab.sandbox.validate import RequestInvalid
+from fmlab.service.api_model import RequestInvalid
 
 __all__ = ["Job", "JobSpec", "JobSpecInvalid", "OverBudget", "QuotaTooLow", "RequestInvalid", "cleanup",
            "course_dataset_uri", "launch", "list_jobs", "parse_metrics", "peak_concurrency", "startup_seconds",
@@ -194,9 +194,9 @@ def launch(spec: JobSpec, backend: str | None = None, budget_usd: float | None =
     except OverBudget:
         estimate = None
     if backend == "local":
-        job = _launch_local(spec, estimate)
+        job = _launch_local(spec, estimate, quiet)
     else:
-        job = _launch_sagemaker(spec, budget_usd, price_per_hour, quotas, quotas_client, sagemaker_client)
+        job = _launch_sagemaker(spec, budget_usd, price_per_hour, quotas, quotas_client, sagemaker_client, estimate)
     if not quiet:
         cost = (f" (on SageMaker: at most ${job.estimate.worst_case_usd:,.2f})" if job.estimate and backend == "local"
                 else "")
@@ -204,22 +204,25 @@ def launch(spec: JobSpec, backend: str | None = None, budget_usd: float | None =
     return job
 
 
-def _launch_local(spec: JobSpec, estimate: CostEstimate | None) -> Job:
+def _launch_local(spec: JobSpec, estimate: CostEstimate | None, quiet: bool = False) -> Job:
     from fmlab.jobs.preflight import refuse_unless_ok
     from fmlab.jobs.request import capture_request
 
     captured = capture_request(spec, "local")
-    refuse_unless_ok(captured.request)  # what SageMaker would refuse, the sandbox refuses too, before anything runs
+    report = refuse_unless_ok(captured.request)  # what SageMaker would refuse, refused here, before anything runs
+    if not quiet:
+        print(f"preflight {report.job}: {report.verdict}")
     for uri, content in captured.uploads.items():
         path = storage.to_local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
-    name = sandbox.submit(captured.request)
+    name = sandbox.submit(captured.request, checked=True)
     return Job(name, "local", captured.request, estimate, spec.aws_region)
 
 
-def _launch_sagemaker(spec: JobSpec, budget_usd, price_per_hour, quotas, quotas_client, sagemaker_client) -> Job:
-    estimate = check_budget(spec, budget_usd, price_per_hour)  # before anything touches AWS
+def _launch_sagemaker(spec: JobSpec, budget_usd, price_per_hour, quotas, quotas_client, sagemaker_client,
+                      estimate: CostEstimate | None = None) -> Job:
+    estimate = check_budget(spec, budget_usd, price_per_hour, estimate)  # before anything touches AWS
     print(f"{spec.base_job_name}: {estimate}")
 
     import tempfile

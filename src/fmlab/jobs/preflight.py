@@ -1,10 +1,11 @@
 """`fmlab preflight`: would SageMaker accept this CreateTrainingJob request, and could the job start?
 
 Takes exactly the dict boto3's `create_training_job` takes (a file, or `-` for standard input) and checks it, check
-by check, each verdict with its source: the API model (botocore's, fmlab.sandbox.validate), the service's rules
+by check, each verdict with its source: the API model (botocore's, fmlab.service.api_model), the service's rules
 beyond it and the image against what the script needs (fmlab.service), EFA settings on EFA instances, checkpoints
-on the synced /opt/ml/checkpoints, your account's quotas when credentials exist, and the cost of the whole chain
-when the plan is longer than one job may run.
+where the script writes them, what only your account knows (quotas, a training plan's state, whether the input
+prefixes hold data, a Marketplace subscription: read with credentials, else reported as not checked), and the cost
+of the whole chain when the plan is longer than one job may run.
 
     fmlab preflight request.json [--json] [--plan-days 41]
     fmlab job request gpt30b | fmlab preflight -
@@ -21,8 +22,8 @@ import math
 import sys
 from dataclasses import asdict, dataclass, field
 
-from fmlab.sandbox.validate import Problem, RequestInvalid, api_problems
 from fmlab.service import Finding, service_findings
+from fmlab.service.api_model import Problem, RequestInvalid, api_problems
 from fmlab.service.rules import BOTOCORE_MODEL, MAX_RUNTIME_SECONDS
 
 API_SOURCE = f"{BOTOCORE_MODEL}: CreateTrainingJob's input shape (required fields, types, ranges, enums, patterns)"
@@ -48,10 +49,22 @@ class Report:
     def ok(self) -> bool:
         return not self.failures
 
+    @property
+    def unchecked(self) -> list[str]:
+        """The checks that could not be made here (no credentials, no manifest for the image, no price)."""
+        return [f.check for f in self.findings if f.level == "warn" and "not checked" in f.message]
+
+    @property
+    def verdict(self) -> str:
+        if not self.ok:
+            return "SageMaker would refuse it, or the job would fail as it starts"
+        if self.unchecked:
+            return ("no check refused it; not checked here: " + ", ".join(dict.fromkeys(self.unchecked)))
+        return "SageMaker would accept it and it could start"
+
     def render(self) -> str:
         counts = {level: sum(f.level == level for f in self.findings) for level in ("pass", "warn", "fail")}
-        verdict = "SageMaker would accept it and it could start" if self.ok else "SageMaker would refuse it, or " \
-            "the job would fail as it starts"
+        verdict = self.verdict
         lines = [f"preflight {self.job}: {verdict} ({counts['pass']} pass, {counts['warn']} warn, "
                  f"{counts['fail']} fail)"]
         for f in self.findings:
@@ -61,14 +74,15 @@ class Report:
         return "\n".join(lines)
 
     def to_json(self) -> str:
-        return json.dumps({"job": self.job, "ok": self.ok, "findings": [asdict(f) for f in self.findings]}, indent=1)
+        return json.dumps({"job": self.job, "ok": self.ok, "verdict": self.verdict, "unchecked": self.unchecked,
+                           "findings": [asdict(f) for f in self.findings]}, indent=1)
 
 
 def api_findings(request: dict) -> list[Finding]:
-    problems = api_problems(request)
+    problems = api_problems(request)  # Findings already (Problem is a failing Finding); the message names the field
     if not problems:
         return [Finding("api-model", "pass", "the request matches the API model", API_SOURCE)]
-    return [Finding("api-model", "fail", str(p), API_SOURCE, p.field) for p in problems]
+    return [Finding(p.check, p.level, str(p), API_SOURCE, p.field) for p in problems]
 
 
 def _spec_for_quotas(request: dict):
@@ -104,6 +118,75 @@ def quota_findings(request: dict, quotas_client=None, sagemaker_client=None) -> 
     return [Finding("quotas", "pass", "the account's quotas allow this job", QUOTA_SOURCE)]
 
 
+ACCOUNT_SOURCE = ("your account, read with its credentials: SageMaker DescribeTrainingPlan, S3 ListObjectsV2 "
+                  "(MaxKeys 1); API reference, ResourceConfig.TrainingPlanArn and AlgorithmSpecification.AlgorithmName")
+
+
+def account_findings(request: dict, sagemaker_client=None, s3_client=None) -> list[Finding]:
+    """What only the account can answer: the training plan's state, whether each S3 input prefix holds an object,
+    a Marketplace algorithm's subscription. Read when credentials exist (or clients are given); otherwise each is
+    said to be not checked, never passed silently."""
+    from fmlab.environment import credential_source
+
+    rc = request.get("ResourceConfig") or {}
+    plan = rc.get("TrainingPlanArn")
+    prefixes = [((c.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
+                for c in request.get("InputDataConfig") or [] if isinstance(c, dict)]
+    prefixes = [u for u in prefixes if isinstance(u, str) and u.startswith("s3://")]
+    algorithm = (request.get("AlgorithmSpecification") or {}).get("AlgorithmName")
+    out = []
+    if algorithm:  # no API answers "is this account subscribed" before the job: CreateTrainingJob itself does
+        out.append(Finding("marketplace", "warn", f"not checked: whether this account is subscribed to {algorithm} "
+                           "(AWS Marketplace); CreateTrainingJob refuses it if not", ACCOUNT_SOURCE))
+    if not (plan or prefixes):
+        return out
+    live = sagemaker_client is not None or s3_client is not None or credential_source()
+    if not live:
+        what = ([f"training plan {plan}"] if plan else []) + ([f"{len(prefixes)} S3 input prefix(es)"]
+                                                             if prefixes else [])
+        return out + [Finding("account", "warn", f"not checked without AWS credentials: {', '.join(what)}",
+                              ACCOUNT_SOURCE)]
+    if plan:
+        out.append(_plan_finding(plan, rc, sagemaker_client))
+    for uri in prefixes:
+        out.append(_prefix_finding(uri, s3_client))
+    return out
+
+
+def _plan_finding(plan: str, rc: dict, client) -> Finding:
+    try:
+        if client is None:
+            import boto3
+
+            client = boto3.client("sagemaker")
+        found = client.describe_training_plan(TrainingPlanName=plan.rsplit("/", 1)[-1])
+    except Exception as e:  # noqa: BLE001 - no permission, no such plan, no network: say which
+        return Finding("training-plan", "warn", f"not checked: could not read training plan {plan} "
+                       f"({type(e).__name__})", ACCOUNT_SOURCE)
+    status = found.get("Status")
+    if status not in ("Active", "Scheduled"):
+        return Finding("training-plan", "fail", f"training plan {plan} is {status}: a job runs on an Active or "
+                       "Scheduled plan only", ACCOUNT_SOURCE, "ResourceConfig.TrainingPlanArn")
+    return Finding("training-plan", "pass", f"training plan {plan} is {status}", ACCOUNT_SOURCE)
+
+
+def _prefix_finding(uri: str, client) -> Finding:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    try:
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        listed = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except Exception as e:  # noqa: BLE001
+        return Finding("input-data", "warn", f"not checked: could not list {uri} ({type(e).__name__})",
+                       ACCOUNT_SOURCE)
+    if not listed.get("KeyCount", len(listed.get("Contents") or [])):
+        return Finding("input-data", "fail", f"{uri} holds no object: the job would start with an empty channel",
+                       ACCOUNT_SOURCE, "InputDataConfig")
+    return Finding("input-data", "pass", f"{uri} holds data", ACCOUNT_SOURCE)
+
+
 def plan_days_of(request: dict, plan_days: float | None) -> float | None:
     """The planned length of the whole run: --plan-days, else a `plan_days` hyperparameter, else None."""
     if plan_days is not None:
@@ -126,8 +209,9 @@ def cost_findings(request: dict, plan_days: float | None = None) -> list[Finding
         return []
     try:
         price, source = price_per_hour(kind)
-    except OverBudget as e:
-        return [Finding("cost", "warn", f"not priced: {e}", "fmlab.jobs.guards")]
+    except OverBudget:  # its advice speaks to jobs.launch; a request from elsewhere only needs to know
+        return [Finding("cost", "warn", f"not checked: fmlab's price table has no on-demand price for {kind}, so "
+                        "this job's cost was not bounded", "fmlab.plan.catalog and fmlab.jobs.guards prices")]
     one = price * count * run / 3600
     out = [Finding("cost", "pass", f"one job at most {count} x {kind} x {run / 3600:,.1f} h x ${price:,.2f} = "
                    f"${one:,.0f} (on-demand, before any warm pool)", source)]
@@ -144,7 +228,7 @@ def cost_findings(request: dict, plan_days: float | None = None) -> list[Finding
 
 
 def preflight(request, plan_days: float | None = None, quotas: bool = True, quotas_client=None,
-              sagemaker_client=None) -> Report:
+              sagemaker_client=None, s3_client=None) -> Report:
     """Every check on `request` (a dict as boto3's create_training_job takes it)."""
     if not isinstance(request, dict):
         raise PreflightInputError(f"a CreateTrainingJob request is a JSON object, not {type(request).__name__}: give "
@@ -152,8 +236,9 @@ def preflight(request, plan_days: float | None = None, quotas: bool = True, quot
     report = Report(str(request.get("TrainingJobName") or "(no TrainingJobName)"))
     report.findings += api_findings(request)
     report.findings += service_findings(request)
-    if quotas:
+    if quotas:  # the account's side: quotas, training plan, input data, subscription
         report.findings += quota_findings(request, quotas_client, sagemaker_client)
+        report.findings += account_findings(request, sagemaker_client, s3_client)
     report.findings += cost_findings(request, plan_days)
     return report
 

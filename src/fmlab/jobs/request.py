@@ -28,7 +28,7 @@ from unittest import mock
 
 from fmlab.jobs.images import image_uri, processor_for
 from fmlab.jobs.spec import LOCAL_ROLE, JobSpec
-from fmlab.sandbox.validate import RequestInvalid
+from fmlab.service.api_model import RequestInvalid
 
 LOCAL_BUCKET_NAME = "fmlab-local"  # the bucket name local jobs stage under (a folder in the local bucket)
 CREATE_EVENT = "provide-client-params.sagemaker.CreateTrainingJob"
@@ -117,7 +117,7 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
         compute=compute,
         stopping_condition=stopping,
         hyperparameters=dict(spec.hyperparameters),
-        environment=dict(spec.environment),
+        environment=course_environment(spec),
         output_data_config=OutputDataConfig(s3_output_path=output),
         checkpoint_config=(CheckpointConfig(s3_uri=spec.checkpoint_s3_uri, local_path=CHECKPOINT_LOCAL_PATH)
                            if spec.checkpoint_s3_uri else None),
@@ -132,6 +132,19 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
 
         trainer = trainer.with_retry_strategy(RetryStrategy(maximum_retry_attempts=spec.max_retry_attempts))
     return trainer
+
+
+def course_environment(spec: JobSpec) -> dict[str, str]:
+    """The job's Environment, plus FMLAB_SCRIPT naming the course's training script when that is what runs: the
+    service rules about that script (fmlab.service.rules.runs_course_script) apply to this request then."""
+    from fmlab.environment import ROOT
+    from fmlab.jobs.spec import DEFAULT_ENTRY_POINT
+    from fmlab.service.rules import COURSE_SCRIPT_ENV
+
+    env = dict(spec.environment)
+    if spec.entry_path.resolve() == (ROOT / DEFAULT_ENTRY_POINT).resolve():
+        env[COURSE_SCRIPT_ENV] = DEFAULT_ENTRY_POINT
+    return env
 
 
 def _channel(name: str, source: str, input_mode: str):
@@ -242,13 +255,15 @@ def _buckets(s3) -> list[str]:
 
 def validation_hook(store: dict):
     """A botocore handler for CREATE_EVENT that runs preflight's account-free checks (fmlab.jobs.preflight: the
-    API model, the service rules, the image against the script) before the request is sent; raising
-    PreflightFailed stops the call. Keeps a copy of the request in `store`."""
+    API model, the service rules, the image against the script) on the very request the SDK is about to send, and
+    prints its verdict; raising PreflightFailed stops the call. Keeps a copy of the request in `store`. (The SDK
+    builds the request inside ModelTrainer.train: this hook is the one place it can be checked as sent.)"""
     from fmlab.jobs.preflight import refuse_unless_ok
 
     def hook(params, **_):
         store.update(params)
-        refuse_unless_ok(params)
+        report = refuse_unless_ok(params)
+        print(f"preflight {report.job}: {report.verdict}")
 
     return hook
 

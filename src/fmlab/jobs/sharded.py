@@ -12,7 +12,7 @@
 The layout is one `ParallelConfig` (fmlab.plan.parallelism), the planner's and the engine's; `shrink` takes its
 field names too (hybrid_shard_degree=2 changes the layout's). `job_spec` gives the `fmlab.jobs.JobSpec` that
 `jobs.launch` sends to SageMaker (or runs in the sandbox):
-torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment below, the
+torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment its image needs, the
 training data streamed with FastFile, /opt/ml/checkpoints synced to S3, a stopping condition. `shrink` keeps
 every one of those choices and changes only the sizes, so the laptop run is the same job, smaller.
 
@@ -37,6 +37,7 @@ from fmlab.parallel.smp import to_mp_parameters
 from fmlab.plan import catalog
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.service.images import EFA_ENV_DOC, OLD_PLUGIN_ENVIRONMENT, efa_environment, manifest_for
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
 
@@ -52,17 +53,27 @@ class EnvVar:
 
 _EC2_EFA_NCCL = ("Amazon EC2 user guide, 'Get started with EFA and NCCL for ML workloads' (efa-start-nccl-base), "
                  "read 2026-11")
+_CHEATSHEET = EFA_ENV_DOC.cite()
+# The variables an image whose aws-ofi-nccl is 1.5.0 or older needs on p4/p5 (the plug-in's cheatsheet), and NCCL_DEBUG.
+# `environment(image)` gives a job only what its image needs: nothing of the first three from aws-ofi-nccl 1.7.0
+# (every PyTorch DLC the course uses), all three where no source gives the version (the SMP image).
 EFA_ENVIRONMENT = (
     EnvVar("FI_PROVIDER", "efa", "libfabric uses the EFA provider (NCCL reaches EFA through the aws-ofi-nccl "
-           "plug-in); the guide: 'This must be set to \"efa\"'", _EC2_EFA_NCCL),
+           "plug-in); the cheatsheet: 'Use for aws-ofi-nccl<=1.5.0 AND EFA-enabled GPU instances' (newer plug-ins "
+           "choose efa themselves)", f"{_CHEATSHEET}; {_EC2_EFA_NCCL}"),
     EnvVar("FI_EFA_USE_DEVICE_RDMA", "1", "use the EFA device's RDMA for one- and two-sided transfers: GPUDirect "
-           "RDMA on p4d/p4de (GPU memory to the network without a host copy)", _EC2_EFA_NCCL),
-    EnvVar("NCCL_PROTO", "simple", "EFA does not support NCCL's LL/LL128 protocols; 'Enabling them could lead "
-           "to data corruption' (newer aws-ofi-nccl plug-ins set it themselves)",
-           _EC2_EFA_NCCL + "; aws/aws-ofi-nccl issue #76"),
+           "RDMA on p4d/p4de; the cheatsheet: 'Do not set for libfabric>=1.18.0 and aws-ofi-nccl>=1.7.0'",
+           f"{_CHEATSHEET}; {_EC2_EFA_NCCL}"),
+    EnvVar("NCCL_PROTO", "simple", "EFA without byte ordering cannot carry NCCL's LL/LL128 protocols; 'Enabling "
+           "them could lead to data corruption'. The cheatsheet: 'Use for aws-ofi-nccl<=1.5.0'; newer plug-ins set "
+           "it themselves where it is needed", f"{_CHEATSHEET}; {_EC2_EFA_NCCL}; aws/aws-ofi-nccl issue #76"),
     EnvVar("NCCL_DEBUG", "INFO", "log NCCL's set-up, so the first minutes of the job show which network it "
            "chose (see NCCL_LOG_CHECKS)", _EC2_EFA_NCCL),
 )
+# What SDK v3 does on top, whatever the request says: its Torchrun driver exports FI_PROVIDER=efa,
+# FI_EFA_USE_DEVICE_RDMA=1, RDMAV_FORK_SAFE=1 and NCCL_PROTO=simple on the EFA instances of its list, and its MPI
+# driver passes FI_PROVIDER, NCCL_PROTO and FI_EFA_USE_DEVICE_RDMA to mpirun (sagemaker-train 1.27.0,
+# container_drivers/distributed_drivers/torchrun_driver.py setup_env() and mpi_utils.py; read 2026-11-26).
 
 # What to look for in the job's log with NCCL_DEBUG=INFO (grep without case: the plug-in's wording changed).
 NCCL_LOG_CHECKS = (
@@ -77,9 +88,15 @@ NCCL_LOG_CHECKS = (
 )
 
 
-def environment() -> dict[str, str]:
-    """The EFA/NCCL variables as the job's Environment."""
-    return {v.name: v.value for v in EFA_ENVIRONMENT}
+def environment(image_uri: str) -> dict[str, str]:
+    """The job's EFA/NCCL Environment for its image: what the image's aws-ofi-nccl needs on p4/p5
+    (fmlab.service.images.efa_environment: nothing from 1.7.0), the old plug-in's three where no source gives the
+    version, and NCCL_DEBUG=INFO."""
+    m = manifest_for(image_uri)
+    needed = efa_environment(m)
+    if needed is None:
+        needed = OLD_PLUGIN_ENVIRONMENT if m is None or m.processor == "gpu" else {}
+    return {v.name: v.value for v in EFA_ENVIRONMENT if v.name in needed or v.name == "NCCL_DEBUG"}
 
 
 # SageMaker's limit on one job's run time, all retry attempts included: one value, in fmlab.service.rules with its
@@ -192,10 +209,14 @@ class ShardedRun:
             name=self.name, hyperparameters=self.hyperparameters(), instance_type=self.instance_type,
             instance_count=self.instances, processes_per_host=self.processes_per_host, distribution="smp",
             smp=self.smp(), inputs={"train": data_uri}, input_mode="FastFile", checkpoint_s3_uri=checkpoint_uri,
-            max_run_seconds=int(self.max_run_hours * 3600), environment=environment(), role=role, region=region,
-            volume_gb=self.volume_gb())
+            max_run_seconds=int(self.max_run_hours * 3600), role=role, region=region, volume_gb=self.volume_gb())
         fields.update(overrides)
-        return JobSpec(**fields)
+        spec = JobSpec(**fields)
+        if "environment" in overrides:
+            return spec
+        from fmlab.jobs.request import training_image
+
+        return dataclasses.replace(spec, environment=environment(training_image(spec)))
 
     def shrink(self, **changes) -> ShardedRun:
         """The same run with other sizes (model, instances, processes, steps): the laptop twin of a cloud run.

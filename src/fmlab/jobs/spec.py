@@ -21,7 +21,7 @@ from pathlib import Path
 
 from fmlab.environment import ROOT
 from fmlab.plan import catalog
-from fmlab.sandbox.validate import Problem, RequestInvalid
+from fmlab.service.api_model import Problem, RequestInvalid
 
 NAME_PREFIX = "fmlab-"  # every course job starts with this, so `fmlab job cleanup` finds exactly the course's jobs
 TIMESTAMP_SUFFIX = len("-20240101120000")  # the SDK appends "-%Y%m%d%H%M%S" to the base job name

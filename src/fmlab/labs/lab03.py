@@ -9,7 +9,7 @@ rank fail fast with a clear reason, run on 2 gloo processes.
     lab03.summary()                                       # raises LabIncomplete while any check fails
 
 How each is checked, and how long it takes on 2 cores (the solved lab: about 25 s in all):
-- ex1 runs `fmlab.sandbox.validate.problems_in`, the check the sandbox (and botocore's API model) applies to a
+- ex1 runs `fmlab.service.api_model.problems_in`, the check the sandbox (and botocore's API model) applies to a
   CreateTrainingJob request, and compares the fixed request with what the broken one meant.
 - ex2 calls the learner's `launch_sweep(base, RUNS)` with `Job.wait`, `Job.stream_logs` and `jobs.wait_all` wrapped
   so that a launch that waits for each job before the next is caught, checks each launched request's
@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 
 from fmlab.labs import Lab, world
-from fmlab.sandbox.validate import problems_in
+from fmlab.service.api_model import problems_in
 
 LAB = Lab("lab 03", ["ex1_fix_request", "ex2_sweep", "ex3_best", "ex4_watchdog"])
 
@@ -95,7 +95,7 @@ def check_fixed_request(request: dict) -> bool:
                 and answer["TrainingJobName"].startswith("fmlab-lr-sweep"))
 
     return LAB.check("ex1_fix_request", request, ok, "SageMaker would accept it, and it still means the same job",
-                     feedback + " (run fmlab.sandbox.validate.problems_in(request) to see every problem)")
+                     feedback + " (run fmlab.service.api_model.problems_in(request) to see every problem)")
 
 
 # ---------------------------------------------------------------- the sweep: given pieces and the lab's solution

@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 
-from fmlab.jobs.sharded import EFA_ENVIRONMENT
+from fmlab.jobs.sharded import environment
 from fmlab.labs import Lab
 from fmlab.plan import catalog, layout
 from fmlab.plan.compute import PlanError
@@ -163,7 +163,7 @@ def _cloud_problems(spec, choice: dict, budget_usd: float) -> list[str]:
     from fmlab.jobs.guards import worst_case_cost
     from fmlab.jobs.request import capture_request
     from fmlab.jobs.spec import JobSpec
-    from fmlab.sandbox.validate import problems_in
+    from fmlab.service.api_model import problems_in
 
     if not isinstance(spec, JobSpec):
         return [f"make_job returned {type(spec).__name__}, not a JobSpec (ShardedRun(...).job_spec(...) gives one)"]
@@ -191,10 +191,11 @@ def _cloud_problems(spec, choice: dict, budget_usd: float) -> list[str]:
     if hps.get("model") != CLOUD["model"]:
         out.append(f"the model hyperparameter is {hps.get('model')!r}, not {CLOUD['model']!r}")
     env = request.get("Environment", {})
-    missing = [f"{v.name}={v.value}" for v in EFA_ENVIRONMENT[:3] if env.get(v.name) != v.value]
+    wanted = environment(request["AlgorithmSpecification"]["TrainingImage"])  # what this image's aws-ofi-nccl needs
+    missing = [f"{k}={v}" for k, v in wanted.items() if k != "NCCL_DEBUG" and env.get(k) != v]
     if missing:
-        out.append(f"the Environment lacks {', '.join(missing)} (NCCL over EFA; ShardedRun.job_spec sets them, see "
-                   "fmlab.jobs.sharded.EFA_ENVIRONMENT)")
+        out.append(f"the Environment lacks {', '.join(missing)} (NCCL over EFA with this image's plug-in; "
+                   "ShardedRun.job_spec sets them, see fmlab.jobs.sharded.environment and EFA_ENVIRONMENT)")
     train = [c for c in request.get("InputDataConfig", []) if c["ChannelName"] == "train"]
     if not train or train[0]["DataSource"]["S3DataSource"]["S3Uri"] != EX2["data_uri"]:
         out.append(f"no train channel reading {EX2['data_uri']}")

@@ -239,7 +239,7 @@ def _refused_drill() -> Drill:
     from fmlab.jobs.request import capture_request
     from fmlab.jobs.spec import JobSpec
     from fmlab.sandbox.service import submit
-    from fmlab.sandbox.validate import RequestInvalid
+    from fmlab.service.api_model import RequestInvalid
 
     start = time.perf_counter()
     spec = JobSpec("zoo-refused", distribution="torchrun", processes_per_host=8, instance_type="ml.p4d.24xlarge",

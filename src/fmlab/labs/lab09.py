@@ -509,7 +509,7 @@ def check_trn2_job(trn2_job, work) -> bool:
     from fmlab.jobs.request import capture_request
     from fmlab.jobs.spec import JobSpec, JobSpecInvalid
     from fmlab.neuron.native import ENTRY_POINT, trn2_problems
-    from fmlab.sandbox.validate import problems_in
+    from fmlab.service.api_model import problems_in
 
     ex = "ex3_trn2_job"
     if not callable(trn2_job):

@@ -38,8 +38,9 @@ CAUSES = {
 
 # The fixed list a learner picks the fix from.
 FIXES = {
-    "efa_env": "run on an EFA instance with an image that has aws-ofi-nccl; set FI_PROVIDER=efa (and "
-               "FI_EFA_USE_DEVICE_RDMA=1 on p4d/p5); check that NCCL_DEBUG=INFO shows NET/OFI or Libfabric",
+    "efa_env": "run on an EFA instance with an image that has aws-ofi-nccl; from aws-ofi-nccl 1.7.0 it needs no "
+               "variable, an older one FI_PROVIDER=efa (and FI_EFA_USE_DEVICE_RDMA=1 on p4d/p5); check that "
+               "NCCL_DEBUG=INFO shows NET/OFI or Libfabric",
     "efa_instance": "use an EFA-enabled instance type (p4d, p5, trn1) for multi-node training; on one node without "
                     "EFA the plugin's warning is not the failure: look further down the log",
     "find_straggler": "find the rank that never arrived (0% GPU, its last log line, py-spy dump), replace its node and "

@@ -42,9 +42,10 @@ NATIVE_ACCELERATORS = ("Trainium2", "Trainium3")  # TorchNeuron's support matrix
 NATIVE_BACKENDS = ("auto", "neuron")  # "auto" becomes "neuron" where TorchNeuron sees a device
 ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/"
                      r"(?P<repo>[a-z0-9._/-]+):(?P<tag>[\w.-]+)$")
-# EFA settings for multi-node collectives (the same libfabric facts as the trn1 job, fmlab.neuron.job).
-EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1",
-                   "RDMAV_FORK_SAFE": "1"}
+# EFA settings for multi-node collectives (the libfabric settings of the trn1 job, fmlab.neuron.job), without its
+# RDMAV_FORK_SAFE=1: aws-ofi-nccl's EFA cheatsheet says "Do not use" it and to prefer FI_EFA_FORK_SAFE, which the
+# plug-in does not set itself on Neuron platforms (fmlab.service.images.EFA_ENV_DOC, PLUGIN_DEFAULTS).
+EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
 
 
 @dataclass(frozen=True)

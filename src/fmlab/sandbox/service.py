@@ -44,14 +44,16 @@ from fmlab.sandbox.state import (
     root,
     write_json,
 )
-from fmlab.sandbox.validate import validate_request
+from fmlab.service.api_model import validate_request
 
 # ---------------------------------------------------------------- the API
 
 
-def submit(request: dict, start: bool = True) -> str:
-    """Validate `request` (a CreateTrainingJob request), create the job and start its supervisor."""
-    validate_request(request)
+def submit(request: dict, start: bool = True, checked: bool = False) -> str:
+    """Check `request` (a CreateTrainingJob request) as SageMaker would, create the job and start its supervisor.
+    `checked=True`: the caller ran fmlab preflight on this very request (jobs.launch), so it is not checked twice."""
+    if not checked:
+        validate_request(request)
     name = request["TrainingJobName"]
     channels = {c["ChannelName"]: c for c in request.get("InputDataConfig") or []}
     if "sm_drivers" not in channels:

@@ -8,7 +8,7 @@ Three API calls make an endpoint: CreateModel (the container image and where the
 (the production variant: instance type and count, timeouts) and CreateEndpoint. `endpoint_requests` makes them
 with SageMaker SDK v3's resource classes (`sagemaker.core.resources.Model.create`, `EndpointConfig.create`,
 `Endpoint.create`), records each request with a botocore event hook that stops it before it is signed or sent,
-and checks it against the SageMaker API model botocore ships (`fmlab.sandbox.validate.problems_in`), as module 3
+and checks it against the SageMaker API model botocore ships (`fmlab.service.api_model.problems_in`), as module 3
 does for CreateTrainingJob: a bad field is named before anything is sent. Nothing reaches AWS here; `deploy`
 sends the same calls, validated by the same hook, and refuses without credentials.
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 from fmlab.jobs.request import quiet_sdk
-from fmlab.sandbox.validate import RequestInvalid, problems_in
+from fmlab.service.api_model import RequestInvalid, problems_in
 
 OPERATIONS = ("CreateModel", "CreateEndpointConfig", "CreateEndpoint")
 # LMI's vLLM async mode, spelled out (djl-serving docs and code above); the legacy mode was OPTION_ROLLING_BATCH=vllm.

@@ -14,11 +14,12 @@ version it needs and an image that has it.
 
 from __future__ import annotations
 
+import datetime
 import json
 from dataclasses import dataclass
 
 from fmlab.service.images import MANIFESTS, ImageManifest, manifest_for
-from fmlab.service.rules import Finding
+from fmlab.service.rules import Finding, runs_course_script
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,14 @@ def _value(hps: dict, key: str) -> str:
 
 
 def features_of(request: dict) -> list[Feature]:
-    """The features the script uses in this request, from its HyperParameters (the script's flags)."""
+    """The features the script uses in this request, from its HyperParameters: SMP's mp_parameters and NxD's
+    tensor/pipeline sizes (their own conventions) for any script; the course's flags (sharding, tp,
+    activation_checkpointing, backend) only when the request runs the course's script (rules.runs_course_script),
+    since another script's `tp` or `backend` means what that script says."""
     hps = request.get("HyperParameters") or {}
+    if not runs_course_script(request):
+        return ([FEATURES["smp"]] if _value(hps, "mp_parameters") else []) + (
+            [FEATURES["nxd"]] if "tensor_parallel_size" in hps or "pipeline_parallel_size" in hps else [])
     out = []
     if _value(hps, "mp_parameters"):
         out.append(FEATURES["smp"])  # SMP's own FSDP and TP: the image's torch.sagemaker does the layout
@@ -121,16 +128,64 @@ def training_image(request: dict) -> str:
     return str(((request.get("AlgorithmSpecification") or {}).get("TrainingImage")) or "")
 
 
-def image_findings(request: dict) -> list[Finding]:
-    """The image against what the script needs: one finding per feature used (and one for an unknown image)."""
+# SMDDP's launch under SDK v3: what fmlab.parallel.status.LAUNCH_DECISION says, as a finding (its sources there).
+SMDDP_V3_LAUNCH = ("sagemaker-train 1.27.0, container_drivers/distributed_drivers/mpi_driver.py and mpi_utils.py (SDK "
+                   "v3's MPI driver: plain mpirun ... python -m mpi4py, no smddprun, validate_smddprun() never "
+                   "called) against aws/sagemaker-training-toolkit smdataparallel.py (SDK v2's runner: smddprun and "
+                   "the SMDATAPARALLEL_* variables); see fmlab.parallel.status.LAUNCH_DECISION, read 2026-11-24")
+SDK_V3_DRIVERS_CHANNEL = "sm_drivers"  # sagemaker.train.constants.SM_DRIVERS: the channel SDK v3's drivers ride in
+
+
+def _patched_on(m: ImageManifest, today: datetime.date) -> bool:
+    return bool(m.end_of_patch) and datetime.date.fromisoformat(m.end_of_patch) >= today
+
+
+def end_of_patch_findings(m: ImageManifest, used: list[Feature], today: datetime.date) -> list[Finding]:
+    """A warning when today is past the image's end of patch, naming the date and the newest still-patched image of
+    the same processor (one that has every feature used, when one does; else what it lacks)."""
+    if not m.end_of_patch or _patched_on(m, today):
+        return []
+    patched = [x for x in MANIFESTS if x.processor == m.processor and _patched_on(x, today)]
+    fits = [x for x in patched if all(f.satisfied_by(x) for f in used)]
+    newer = max(fits or patched, key=lambda x: _version(x.pytorch), default=None)
+    instead = ""
+    if newer is not None:
+        lacks = [f.requirement() for f in used if not f.satisfied_by(newer)]
+        instead = (f"; a patched image: {newer.repository}:{newer.tag} (patched until {newer.end_of_patch})"
+                   + (f", which lacks {', '.join(lacks)}: moving there changes the job" if lacks else ""))
+    return [Finding("image/end-of-patch", "warn", f"{m.repository}:{m.tag} left AWS's patching on {m.end_of_patch} "
+                    f"(today is {today.isoformat()}): it gets no more security or bug fixes{instead}", m.source)]
+
+
+def smddp_launch_findings(request: dict, used: list[Feature]) -> list[Finding]:
+    """A warning when SMDDP would run under SDK v3's drivers (its channel is in the request): untested by AWS."""
+    channels = {c.get("ChannelName") for c in request.get("InputDataConfig") or [] if isinstance(c, dict)}
+    if FEATURES["smddp"] not in used or SDK_V3_DRIVERS_CHANNEL not in channels:
+        return []
+    return [Finding("image/smddp-launch", "warn", "the smddp backend under SDK v3: its MPI driver starts plain "
+                    "mpirun ... python -m mpi4py, without the smddprun launcher and SMDATAPARALLEL_* variables that "
+                    "SDK v2's runner set, so this launch is untested by AWS; SMDDP is frozen (PyTorch <= 2.5.1, "
+                    "p4d/p4de): prefer NCCL on the current PyTorch DLC (the course's script: --backend nccl)",
+                    SMDDP_V3_LAUNCH)]
+
+
+def image_findings(request: dict, today: datetime.date | None = None) -> list[Finding]:
+    """The image against what the script needs: one finding per feature used (and one for an unknown image), a
+    warning past the image's end of patch (`today`: the date to judge by, default today) and one for SMDDP under
+    SDK v3's launcher."""
     uri = training_image(request)
     m = manifest_for(uri) if uri else None
     used = features_of(request)
     if m is None:
-        return [Finding("image", "warn", f"{uri or 'no TrainingImage'}: not an image the course has a manifest for; "
-                        f"its contents are not checked (features used: {', '.join(f.id for f in used) or 'none'})",
-                        "fmlab.service.images.MANIFESTS")]
+        algorithm = (request.get("AlgorithmSpecification") or {}).get("AlgorithmName")
+        what = (f"the algorithm {algorithm} brings its own image" if algorithm and not uri else
+                f"{uri or 'the request names no TrainingImage'} is not an image fmlab has a manifest for")
+        used_text = f" (the course's script would use: {', '.join(f.id for f in used)})" if used else ""
+        return [Finding("image", "warn", f"not checked: {what}, so whether it holds what the job needs and can "
+                        f"start was not checked{used_text}", "fmlab.service.images.MANIFESTS")]
     out = [Finding("image", "pass", f"{m.repository}:{m.tag}: {m.contains()}", m.source)]
+    out += end_of_patch_findings(m, used, today or datetime.date.today())
+    out += smddp_launch_findings(request, used)
     for f in used:
         if f.satisfied_by(m):
             out.append(Finding(f"image/{f.id}", "pass", f"{f.name}: needs {f.requirement()}, the image has it",

@@ -1,10 +1,12 @@
 """How SageMaker classifies a failed attempt of a training job, and which failures its RetryStrategy retries.
 
 A process of the job that exits nonzero, or is killed (SIGKILL from the kernel's OOM killer included), is the
-script failing: `AlgorithmError`, never retried. A lost or broken instance is the platform's fault:
-`InternalServerError`, retried up to MaximumRetryAttempts; on a GPU fault SageMaker reboots an instance when a
-reboot recovers it and replaces it when not, then restarts the job from its checkpoints. The sandbox
-(fmlab.sandbox.supervisor) models exactly this, so the course's recovery drills behave as they would on AWS.
+script failing: `AlgorithmError`, never retried, and nothing restarts it inside the job either: SDK v3's torchrun
+driver passes no --max-restarts (DEAD_PROCESS), so a new job resumes from the checkpoints. A lost or broken
+instance is the platform's fault: `InternalServerError`, retried up to MaximumRetryAttempts; on a GPU fault
+SageMaker reboots an instance when a reboot recovers it and replaces it when not, then restarts the job from its
+checkpoints. The sandbox (fmlab.sandbox.supervisor) models exactly this, so the course's recovery drills behave
+as they would on AWS.
 
     failure_kind(exit_code=-9, host_lost=False)   # -> "AlgorithmError" (an OOM kill is the script's failure)
     retried("InternalServerError")                 # -> True
@@ -13,11 +15,22 @@ reboot recovers it and replaces it when not, then restarts the job from its chec
 from __future__ import annotations
 
 from fmlab.service.rules import RULES
+from fmlab.service.sources import Source
 
 ALGORITHM_ERROR = "AlgorithmError"
 INTERNAL_SERVER_ERROR = "InternalServerError"
 RETRIED = (INTERNAL_SERVER_ERROR,)
 SOURCE = RULES["retry-scope"].cite()
+# A dead process on SageMaker under SDK v3: no restart inside the job (torchrun's --max-restarts is a local tool here)
+DEAD_PROCESS = Source(
+    "sagemaker-train 1.27.0: sagemaker/train/distributed.py (Torchrun) and container_drivers/distributed_drivers/"
+    "torchrun_driver.py; torch 2.13.0 torch/distributed/run.py",
+    "https://pypi.org/project/sagemaker-train/1.27.0/",
+    "Torchrun has two fields, process_count_per_node and smp: no restart option. The driver's create_commands() runs "
+    "`torchrun --nnodes=N --nproc_per_node=P [--master_addr --master_port --node_rank] <entry script> <args>`, no "
+    "--max-restarts, so torchrun's default holds (`--max-restarts` default=0, 'Maximum number of worker group "
+    "restarts before failing'); on a non-zero exit main() writes the failure file and exits with that code: the job "
+    "fails as an AlgorithmError, which RetryStrategy does not retry.", read="2026-11-26")
 
 
 def failure_kind(exit_code: int, host_lost: bool) -> str:

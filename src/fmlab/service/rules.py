@@ -6,7 +6,7 @@ instances ignore VolumeSizeInGB, a RetryStrategy retries InternalServerError onl
 most an hour by the guide (six by the model), SMDDP runs on P4 only, InstancePreferences excludes InstanceType.
 Each rule below says what, where it is written and when it was read; `rule_findings(request)` applies them to a
 CreateTrainingJob request (the dict boto3's create_training_job takes) and names the rule and source in each
-finding. Used by fmlab.sandbox.validate (the sandbox refuses what SageMaker refuses) and fmlab.jobs.preflight.
+finding. Used by fmlab.service.api_model (the sandbox refuses what SageMaker refuses) and fmlab.jobs.preflight.
 
     from fmlab.service.rules import rule_findings
     [f for f in rule_findings(request) if f.level == "fail"]   # -> [Finding("max-runtime", "fail", "...", source)]
@@ -106,10 +106,54 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          f"API reference, ResourceConfig.TrainingPlanArn and StoppingCondition.MaxPendingTimeInSeconds "
          f"({BOTOCORE_MODEL})"),
     Rule("checkpoint-path",
-         "CheckpointConfig syncs CheckpointConfig.LocalPath (default /opt/ml/checkpoints) with S3Uri; the course's "
-         "script writes and resumes from /opt/ml/checkpoints, so another LocalPath is never synced.",
+         "CheckpointConfig syncs CheckpointConfig.LocalPath (default /opt/ml/checkpoints) with S3Uri, whatever path "
+         "the request names; the script must write there. The course's script writes to its checkpoint_dir "
+         "hyperparameter (default /opt/ml/checkpoints), so for the course's script the two must agree.",
          f"API reference, CheckpointConfig.LocalPath ({BOTOCORE_MODEL}); fmlab.train.config.SAGEMAKER_CHECKPOINTS"),
+    Rule("instance-groups",
+         "A heterogeneous cluster (ResourceConfig.InstanceGroups) replaces InstanceType and InstanceCount: the "
+         "service refuses both together ('InstanceType or InstanceCount cannot be specified with InstanceGroups'). "
+         "Every group runs the job's one TrainingImage. A channel's S3DataSource.InstanceGroupNames must name "
+         "groups of the request.",
+         "developer guide, 'Configure a training job with a heterogeneous cluster' (docs.aws.amazon.com/sagemaker/"
+         "latest/dg/train-heterogeneous-cluster-configure.html): one image for all groups, an ml.c5 group beside a "
+         f"GPU group; the ValidationException as quoted in fmlab issue 36; {BOTOCORE_MODEL}, InstanceGroup and "
+         "S3DataSource.InstanceGroupNames", read="2026-11-26"),
+    Rule("local-storage-kms",
+         "VolumeKmsKeyId encrypts an EBS volume; instances with local NVMe storage get none, and the request is "
+         "refused there.",
+         f"API reference, ResourceConfig.VolumeKmsKeyId: 'You can't request a VolumeKmsKeyId when using an instance "
+         f"type with local storage' ({BOTOCORE_MODEL})", read="2026-11-26"),
+    Rule("warm-pool-with",
+         "A warm pool (KeepAlivePeriodInSeconds > 0) cannot be used with managed spot training or with a "
+         "heterogeneous cluster (InstanceGroups).",
+         "developer guide, 'Train Using SageMaker Managed Warm Pools', Considerations (docs.aws.amazon.com/sagemaker/"
+         "latest/dg/train-warm-pools.html#train-warm-pools-considerations), as quoted in fmlab issue 36",
+         read="2026-11-26"),
+    Rule("smp-instances",
+         "SMP v2 (the smdistributed-modelparallel images, torch.sagemaker) runs on ml.p4d.24xlarge, "
+         "ml.p4de.24xlarge and ml.p5.48xlarge.",
+         "SMP v2 release notes and 'Supported frameworks, AWS Regions, and instance types' (model parallel v2); "
+         "fmlab.parallel.status.SMP", read="2026-11-26"),
+    Rule("builtin-algorithm",
+         "A built-in algorithm's image trains on the processors its page lists: image classification, object "
+         "detection and semantic segmentation train on GPU instances only.",
+         "developer guide, EC2 instance recommendations of the Image Classification (MXNet), Object Detection "
+         "(MXNet) and Semantic Segmentation algorithms ('For training, ... GPU instances'); the images' repository "
+         "names and registries: sagemaker-core 2.27.0, sagemaker/core/image_uri_config/image-classification.json, "
+         "object-detection.json, semantic-segmentation.json", read="2026-11-26"),
 ]}
+
+# The course's own script says so in the request (fmlab.jobs.request sets it): rules about that script apply then
+COURSE_SCRIPT_ENV = "FMLAB_SCRIPT"
+SMP_INSTANCES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge")
+# Built-in algorithm images (repository name in the ECR URI) that train on GPU instances only
+GPU_ONLY_ALGORITHMS = ("image-classification", "object-detection", "semantic-segmentation")
+
+
+def runs_course_script(request: dict) -> bool:
+    """Whether the request runs fmlab's training script (its Environment carries FMLAB_SCRIPT)."""
+    return bool((request.get("Environment") or {}).get(COURSE_SCRIPT_ENV))
 
 
 def _family(instance_type: str) -> str:
@@ -187,9 +231,18 @@ def _warm_pool(request: dict) -> list[Finding]:
                       f"{KEEP_ALIVE_API_MAX:,} s (the developer guide gives {KEEP_ALIVE_GUIDE_MAX:,} s)",
                       "ResourceConfig.KeepAlivePeriodInSeconds")]
     if keep > KEEP_ALIVE_GUIDE_MAX:
-        return [_warn("warm-pool", f"KeepAlivePeriodInSeconds {keep:,}: the API model allows up to "
-                      f"{KEEP_ALIVE_API_MAX:,} s but the developer guide says {KEEP_ALIVE_GUIDE_MAX:,} s is the "
-                      "maximum; 3,600 or less is safe by both")]
+        return [_fail("warm-pool", f"KeepAlivePeriodInSeconds {keep:,}: the developer guide's maximum is "
+                      f"{KEEP_ALIVE_GUIDE_MAX:,} s (the API model's {KEEP_ALIVE_API_MAX:,} is not what the service "
+                      "allows); keep it at 3,600 or less", "ResourceConfig.KeepAlivePeriodInSeconds")]
+    clash = []
+    if request.get("EnableManagedSpotTraining"):
+        clash.append("managed spot training")
+    if (request.get("ResourceConfig") or {}).get("InstanceGroups"):
+        clash.append("a heterogeneous cluster (InstanceGroups)")
+    if clash:
+        return [Finding("warm-pool-with", "fail", f"a warm pool (KeepAlivePeriodInSeconds {keep:,}) cannot be used "
+                        f"with {' or '.join(clash)}: drop KeepAlivePeriodInSeconds",
+                        RULES["warm-pool-with"].cite(), "ResourceConfig.KeepAlivePeriodInSeconds")]
     return [Finding("warm-pool", "pass", f"KeepAlivePeriodInSeconds {keep:,} s is within both the API model "
                     f"({KEEP_ALIVE_API_MAX:,}) and the developer guide ({KEEP_ALIVE_GUIDE_MAX:,})",
                     RULES["warm-pool"].cite())]
@@ -216,8 +269,8 @@ def _preferences(request: dict) -> list[Finding]:
             out.append(_fail("instance-preferences", "set a training plan either per preference (TrainingPlanArns) "
                              "or for the job (ResourceConfig.TrainingPlanArn), not both"))
     if rc.get("TrainingPlanArn"):
-        out.append(_warn("training-plan", f"the job runs on training plan {rc['TrainingPlanArn']}: its state, "
-                         "instance type and capacity can only be checked against your account"))
+        out.append(_warn("training-plan", f"not checked without your account: training plan {rc['TrainingPlanArn']}"
+                         "'s state, instance type and capacity (ListTrainingPlans with credentials)"))
     return out
 
 
@@ -225,18 +278,81 @@ def _checkpoint(request: dict) -> list[Finding]:
     cc = request.get("CheckpointConfig") or {}
     if not cc.get("S3Uri"):
         return []
-    local = cc.get("LocalPath") or CHECKPOINT_PATH
-    if local.rstrip("/") != CHECKPOINT_PATH:
-        return [_fail("checkpoint-path", f"CheckpointConfig.LocalPath {local!r} is not {CHECKPOINT_PATH}, where the "
-                      "course's script saves and resumes: its checkpoints would never reach S3")]
-    return [Finding("checkpoint-path", "pass", f"{CHECKPOINT_PATH} is synced with {cc['S3Uri']}",
-                    RULES["checkpoint-path"].cite())]
+    local = (cc.get("LocalPath") or CHECKPOINT_PATH).rstrip("/") or "/"
+    if not runs_course_script(request):
+        return [Finding("checkpoint-path", "pass", f"{local} is synced with {cc['S3Uri']}: your script must write "
+                        "its checkpoints there", RULES["checkpoint-path"].cite())]
+    written = str((request.get("HyperParameters") or {}).get("checkpoint_dir") or CHECKPOINT_PATH).strip('"')
+    if written.rstrip("/") != local:
+        return [_fail("checkpoint-path", f"CheckpointConfig.LocalPath {local!r} is synced, but the course's script "
+                      f"writes to {written!r} (its checkpoint_dir): set checkpoint_dir={local} or LocalPath="
+                      f"{written}, or the checkpoints never reach S3", "CheckpointConfig.LocalPath")]
+    return [Finding("checkpoint-path", "pass", f"{local} (where the course's script writes) is synced with "
+                    f"{cc['S3Uri']}", RULES["checkpoint-path"].cite())]
+
+
+def _groups(request: dict) -> list[Finding]:
+    rc = request.get("ResourceConfig") or {}
+    groups = [g for g in rc.get("InstanceGroups") or [] if isinstance(g, dict)]
+    out = []
+    if not groups:
+        return out
+    both = [k for k in ("InstanceType", "InstanceCount") if rc.get(k) is not None]
+    if both:
+        out.append(_fail("instance-groups", f"{' and '.join(both)} cannot be given with InstanceGroups: each group "
+                         "names its own type and count", "ResourceConfig." + both[0]))
+    names = {g.get("InstanceGroupName") for g in groups}
+    channels = [c for c in request.get("InputDataConfig") or [] if isinstance(c, dict)]
+    named = [c.get("ChannelName") for c in channels
+             if ((c.get("DataSource") or {}).get("S3DataSource") or {}).get("InstanceGroupNames")]
+    if named and len(named) < len(channels):
+        out.append(_fail("instance-groups", f"channels {', '.join(map(str, named))} name InstanceGroupNames and "
+                         "the others do not: name the groups on every channel, or on none",
+                         "InputDataConfig"))
+    for c in channels:
+        wanted = ((c.get("DataSource") or {}).get("S3DataSource") or {}).get("InstanceGroupNames") or []
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            out.append(_fail("instance-groups", f"channel {c.get('ChannelName')!r} names instance group(s) "
+                             f"{', '.join(map(str, unknown))}, which the request does not have (groups: "
+                             f"{', '.join(sorted(map(str, names)))})"))
+    return out
+
+
+def _kms(request: dict) -> list[Finding]:
+    rc = request.get("ResourceConfig") or {}
+    if not rc.get("VolumeKmsKeyId"):
+        return []
+    local = [k for k in instance_types(request) if has_nvme(k)]
+    if local:
+        return [_fail("local-storage-kms", f"VolumeKmsKeyId on {', '.join(sorted(set(local)))}, whose storage is "
+                      "local NVMe (encrypted by the instance's own hardware): drop VolumeKmsKeyId",
+                      "ResourceConfig.VolumeKmsKeyId")]
+    return []
+
+
+def _builtin(request: dict) -> list[Finding]:
+    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""
+    repo = image.split("/", 1)[-1].split(":", 1)[0] if "/" in image else ""
+    if repo not in GPU_ONLY_ALGORITHMS:
+        return []
+    cpu = [k for k in instance_types(request) if processor_of(k) != "gpu"]
+    if cpu:
+        return [_fail("builtin-algorithm", f"the built-in {repo} algorithm trains on GPU instances only, not "
+                      f"{', '.join(cpu)}: choose an ml.p* or ml.g* instance", "ResourceConfig.InstanceType")]
+    return []
 
 
 def uses_smddp(request: dict) -> bool:
     """True when the request's script is told to use the smddp backend (the course's --backend hyperparameter)."""
     hps = request.get("HyperParameters") or {}
     return str(hps.get("backend", "")).strip('"') == "smddp"
+
+
+def uses_smp(request: dict) -> bool:
+    """True for an SMP v2 job: its image is an smdistributed-modelparallel image, or it passes mp_parameters."""
+    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""
+    return "smdistributed-modelparallel" in image or "mp_parameters" in (request.get("HyperParameters") or {})
 
 
 def processor_of(instance_type: str) -> str:
@@ -254,9 +370,17 @@ def _library_instances(request: dict, image_processor: str | None) -> list[Findi
         wrong = [k for k in kinds if k not in SMDDP_INSTANCES]
         if wrong:
             out.append(_fail("smddp-instances", f"backend smddp on {', '.join(wrong)}: SMDDP supports "
-                             f"{' and '.join(SMDDP_INSTANCES)} only; use backend nccl there"))
+                             f"{' and '.join(SMDDP_INSTANCES)} only; use backend nccl there",
+                             "ResourceConfig.InstanceType"))
+    if uses_smp(request):
+        wrong = [k for k in kinds if k not in SMP_INSTANCES]
+        if wrong:
+            out.append(_fail("smp-instances", f"an SMP v2 job on {', '.join(wrong)}: SMP v2 runs on "
+                             f"{', '.join(SMP_INSTANCES)} only", "ResourceConfig.InstanceType"))
     if image_processor in ("gpu", "neuron"):
         wrong = [k for k in kinds if processor_of(k) != image_processor]
+        if (request.get("ResourceConfig") or {}).get("InstanceGroups") and len(wrong) < len(kinds):
+            wrong = []  # every group runs the job's one image: a CPU group beside a GPU group is the guide's example
         if wrong:
             need = "an NVIDIA GPU instance (ml.p*, ml.g*)" if image_processor == "gpu" else "Trainium (ml.trn*)"
             out.append(_fail("image-instance", f"a {image_processor.upper() if image_processor == 'gpu' else 'Neuron'}"
@@ -269,4 +393,5 @@ def rule_findings(request: dict, image_processor: str | None = None) -> list[Fin
     if not isinstance(request, dict):
         return []
     return (_runtime(request) + _volume(request) + _retry(request) + _warm_pool(request) + _preferences(request)
-            + _checkpoint(request) + _library_instances(request, image_processor))
+            + _groups(request) + _kms(request) + _checkpoint(request) + _builtin(request)
+            + _library_instances(request, image_processor))

@@ -1,4 +1,5 @@
-"""Validate a CreateTrainingJob request the way the SageMaker service would, before anything runs.
+"""The SageMaker API model's checks on a request (no AWS call): what botocore's model and the service's cross-field
+rules refuse, field by field. Part of fmlab.service, the one place that says what SageMaker accepts.
 
 botocore checks a request's shape (required fields, unknown keys, types) but not the service's constraints:
 maxima, enumerations (instance types), patterns (job names, role ARNs). The service model that botocore ships
@@ -7,7 +8,7 @@ plus a few cross-field rules the service enforces that the model cannot express 
 Shape is not acceptance: the service's prose rules and the image against the script (fmlab.service: 28 days of
 run time, FSDP2 on a PyTorch 2.3 image, ...) are refused too, each with its rule and source.
 
-    from fmlab.sandbox.validate import validate_request, problems_in
+    from fmlab.service.api_model import validate_request, problems_in
     problems_in({"TrainingJobName": "my_job", ...})   # -> [Problem("TrainingJobName", "..."), ...]
     api_problems(request)                              # the API model's problems only
     validate_request(request)                          # raises RequestInvalid naming each field
@@ -18,18 +19,20 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from fmlab.service.rules import Finding
 
 OPERATION = "CreateTrainingJob"
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One field SageMaker would reject, and why."""
+class Problem(Finding):
+    """One field SageMaker would reject, and why: a failing Finding (check "api-model" unless named) whose field is
+    the subject, written "field: message". The API model, the service rules (problems_in), JobSpec and the capacity
+    checks all report in it, so every verdict in fmlab is a Finding."""
 
-    field: str
-    message: str
+    def __init__(self, field: str, message: str, check: str = "api-model", source: str = ""):
+        super().__init__(check, "fail", message, source, field)
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
@@ -172,14 +175,24 @@ def _cross_field(request: dict, out: list[Problem]) -> None:
         elif isinstance(wait, int) and isinstance(run, int) and wait < run:
             out.append(Problem("StoppingCondition.MaxWaitTimeInSeconds",
                                f"{wait} must be at least MaxRuntimeInSeconds ({run})"))
-    elif stop.get("MaxWaitTimeInSeconds") is not None:
-        out.append(Problem("StoppingCondition.MaxWaitTimeInSeconds", "is only allowed with EnableManagedSpotTraining"))
+    elif stop.get("MaxWaitTimeInSeconds") is not None and not request.get("RetryStrategy"):
+        # with a RetryStrategy it bounds all attempts together (the API reference's MaxWaitTimeInSeconds), and AWS
+        # accepts it without spot: sagemaker-python-sdk's tests/integ/test_training_with_retry_strategy.py sends it
+        out.append(Problem("StoppingCondition.MaxWaitTimeInSeconds",
+                           "is only allowed with EnableManagedSpotTraining or a RetryStrategy"))
     names = [c.get("ChannelName") for c in request.get("InputDataConfig") or [] if isinstance(c, dict)]
     for name in sorted({n for n in names if names.count(n) > 1}):
         out.append(Problem("InputDataConfig", f"channel name {name!r} is used more than once"))
     resources = request.get("ResourceConfig") or {}
+    preferences = [p for p in resources.get("InstancePreferences") or [] if isinstance(p, dict)]
+    if preferences:  # each preference names its type, and its count unless the job gives one
+        if resources.get("InstanceCount") in (None, 0) and any(p.get("InstanceCount") in (None, 0)
+                                                               for p in preferences):
+            out.append(Problem("ResourceConfig.InstancePreferences",
+                               "each preference needs an InstanceCount when ResourceConfig has none"))
+        return
     if not resources.get("InstanceGroups") and not resources.get("InstanceType"):
-        out.append(Problem("ResourceConfig.InstanceType", "is required (or InstanceGroups)"))
+        out.append(Problem("ResourceConfig.InstanceType", "is required (or InstanceGroups, or InstancePreferences)"))
     if not resources.get("InstanceGroups") and resources.get("InstanceCount") in (None, 0):
         out.append(Problem("ResourceConfig.InstanceCount", "must be at least 1"))
 
@@ -199,11 +212,11 @@ def problems_in(request: dict, operation: str = OPERATION) -> list[Problem]:
     the job as it starts: the API model's, then the service rules' and the image's (CreateTrainingJob only)."""
     out = api_problems(request, operation)
     if operation == OPERATION and isinstance(request, dict):
-        from fmlab.service import refusals
+        from fmlab.service.checks import refusals
 
         named = {p.field for p in out}  # a field the API model already names is not named twice
-        out += [Problem(f"[{f.check}]", f"{f.message} (source: {f.source})") for f in refusals(request)
-                if f.field not in named or not f.field]
+        out += [Problem(f"[{f.check}]", f"{f.message} (source: {f.source})", f.check, f.source)
+                for f in refusals(request) if f.field not in named or not f.field]
     return out
 
 

@@ -97,6 +97,20 @@ class TrainConfig:
             smp.mixed_precision, smp.backend = self.parallel.mixed_precision, self.parallel.backend
             self.parallel = smp
 
+    def to_hyperparameters(self, defaults: bool = False) -> dict[str, str]:
+        """The run as SageMaker hyperparameters (strings, flat: the layout's fields beside the others), the inverse
+        of parse_config: parse_config([], {"SM_HPS": json.dumps(hps)}) is this config again. Fields at their
+        default are left out unless `defaults`; `ignored` is never sent."""
+        out: dict[str, str] = {}
+        base = TrainConfig() if not defaults else None
+        for name in _FIELDS:
+            owner = self.parallel if name in PARALLEL_FIELDS else self
+            value = getattr(owner, name)
+            if base is not None and value == getattr(base.parallel if name in PARALLEL_FIELDS else base, name):
+                continue
+            out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
+
     def check(self, world: int | None = None) -> TrainConfig:
         """Raise TrainConfigError (or PlanError, for the layout) naming what to change; return self. With
         `world`, the layout is checked on that many processes for this model too."""

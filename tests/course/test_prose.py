@@ -26,7 +26,9 @@ def test_the_layout_sentences_follow_the_cluster_size():
     assert f"{c16['states GB']:.1f} GB per GPU" in s16 and "The cluster holds 2 such groups" in s16
     # the sentence follows the planner: with the engine's measured activations (fmlab.plan.memory) 32-GPU groups
     # need full recomputation (selective keeps 36.4 GB of 36 usable) and 16-GPU groups offloading
-    assert "32 GPUs fit only with full recomputation" in s16 and "16 GPUs fit only with offload recomputation" in s16
+    assert "groups of 32 GPUs fit only with full recomputation" in s16
+    assert "groups of 16 GPUs fit only with offload recomputation" in s16
+    assert "groups of 8 GPUs: no layout fits" in s16  # not "fit with none", which reads as "without recomputation"
     t16, t32 = prose.layout_traffic(params, 128, 64), prose.layout_traffic(params, 128, 32)
     assert t16 != t32 and "a ring over 64 GPUs has 63 latency steps instead of 127" in t16
     share = float(re.search(r"the same within ([\d.]+)%", t16).group(1))

@@ -29,6 +29,9 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     choice = layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, attention="flash"))
     assert rec["nb07.choice"] == {k: choice[k] for k in ("sharding", "shard degree", "tp", "recompute")}
     assert rec["nb07.choice_gb"] == pytest.approx(choice["GB per device"], abs=0.01)
+    # the table that chose it has one row per shard degree, so the chosen layout's figure is in it (not an average)
+    assert rec["nb07.choice_in_table"] == pytest.approx(choice["GB per device"], abs=0.01)
+    assert 5 < rec["nb07.rehearsal_days"] < 60  # the ladder's calendar time is printed beside its cost
     assert rec["nb07.full_none_gb"] == {"flash": 32.22, "eager": 96.65}  # fmlab.plan.memory
     assert rec["nb07.global_batch_tokens"] == choice["global batch tokens"] == 128 * 2048
     run = compute.estimate_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, 0.4)

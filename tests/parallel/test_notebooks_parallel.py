@@ -59,3 +59,7 @@ def test_tensor_parallel_notebook(run_notebook):
     assert rec["bubble"]["4"] == pytest.approx(5 / 4, abs=1e-4) and rec["bubble"]["64"] == pytest.approx(5 / 64, abs=1e-4)
     assert rec["three_d_gpus"] == {str(k): 8 * k * 3 for k in (1, 2, 3, 4)}
     assert rec["smp_tp"] == 2
+    # TP 2 x hybrid 4 inside one node does not fit a 30B model's states in a 40 GB A100: the planner picks a group
+    # that does (issue 40)
+    assert rec["smp_one_node_fits"] is False and rec["smp_pick"]["fits"] is True
+    assert rec["smp_pick"]["shard degree"] > 4

@@ -61,3 +61,9 @@ def test_index_is_a_clean_course_notebook():
     assert len(tagged) == 1 and tagged[0]["cell_type"] == "code" and not "".join(tagged[0]["source"]).strip()
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb["cells"] if c["cell_type"] == "code")
     assert "fmlab (Python 3.11)" in "".join(nb["cells"][0]["source"])  # the kernel `make lab` registers
+
+
+def test_a_lab_link_never_says_solution_except_the_solution_link():
+    text = modules_markdown(find_modules())
+    labs = re.findall(r"\[([^\]]+)\]\(\.\./labs/lab_", text)
+    assert labs and not [t for t in labs if "solution" in t.lower()]  # issue 40: "Predicting a step (solution)"

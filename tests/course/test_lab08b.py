@@ -1,5 +1,8 @@
-"""Lab 08b (the failure zoo) without a notebook: its data, its grading and its log reading (milliseconds).
+"""Lab 08b (the failure zoo) without a notebook: its data, its grading and its log reading (seconds: the refused
+request goes through the local SageMaker sandbox).
 The solved and unsolved notebooks run in tests/course/test_labs.py and test_labs_unsolved.py."""
+
+import re
 
 import pytest
 
@@ -83,3 +86,66 @@ def test_exercise_3_grades_rank_collective_and_step_from_traces(tmp_path):
 
     assert lab08b.check_traces(unsolved, cases) is False
     assert lab08b.check_traces(lambda traces, world: (1, 5, 3), {}) is False
+
+
+def test_each_case_says_what_its_excerpt_is_and_the_thread_fix_where_the_course_names_its_own():
+    from fmlab.labs.zoo_cases import KINDS
+
+    assert all(c.kind in KINDS for c in QUOTED)
+    assert sorted(c.id for c in QUOTED if c.kind == "prose") == ["q03_p5e_no_efa_env", "q08_sigkill_on_save",
+                                                                  "q14_loss_nan"]
+    assert quoted("q01_no_plugin").kind == "log, another job" and "Imagine" not in quoted("q01_no_plugin").context
+    assert "zero3_init_flag" in quoted("q08_sigkill_on_save").thread_fix  # accelerate#2722's own way out
+
+
+def test_the_fully_shard_case_names_the_release_the_service_checks():
+    from fmlab.service.features import FEATURES
+
+    case = quoted("q12_import_fully_shard")
+    assert f"older than {FEATURES['fsdp2'].min_pytorch}" in case.title and FEATURES["fsdp2"].min_pytorch == "2.6"
+    assert "#141868" in case.context and "#141868" in FEATURES["fsdp2"].source
+
+
+def test_a_rank_working_alone_is_a_cause_of_its_own_with_a_watchdog_case():
+    alone = [c for c in QUOTED if c.cause == "rank_alone"]
+    assert alone and all("Watchdog caught collective operation timeout" in c.excerpt for c in alone)
+    assert "share_or_wait_longer" in FIXES and all(c.fixes == ("share_or_wait_longer",) for c in alone)
+    assert "find_straggler" not in alone[0].fixes  # no node is at fault
+
+
+def test_the_drills_are_shown_under_neutral_ids_in_a_seeded_shuffled_order():
+    order = lab08b.drill_order()
+    assert sorted(order) == sorted(lab08b.DRILLS) and order == lab08b.drill_order(lab08b.DRILL_SEED)
+    assert all(shown != run for shown, run in zip(order, lab08b.DRILLS, strict=True))  # no drill in its run place
+    assert len({tuple(lab08b.drill_order(seed)) for seed in range(20)}) > 5
+
+
+def test_the_solution_diagnoses_the_drills_the_seed_shows():
+    import json
+
+    from fmlab.environment import ROOT
+
+    nb = json.loads((ROOT / "labs" / "solutions" / "lab_08b_failure_zoo.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if "live_diagnosis = {  #" in "".join(c["source"]))
+    made = {"hung_rank": "hang", "dead_rank": "kill", "damaged_checkpoint": "damaged", "invalid_request": "refused"}
+    answers = dict(re.findall(r'"(drill_\d)": \("(\w+)"', cell))
+    assert {drill_id: made[cause] for drill_id, cause in answers.items()} == {
+        f"drill_{n}": kind for n, kind in enumerate(lab08b.drill_order(), 1)}
+
+
+def test_the_refused_request_breaks_a_service_rule_not_a_spelling():
+    drill = lab08b._refused_drill("drill_9")
+    assert drill.happened == "invalid_request" and drill.evidence.endswith("[max-runtime]")
+    assert any("28 days" in line for line in drill.log) and lab08b.MONTH_S > 28 * 86400
+
+
+def test_a_survivor_stopped_before_it_printed_is_read_from_its_trace(tmp_path):
+    import json
+
+    (tmp_path / "rank-0.json").write_text(json.dumps({"rank": 0, "entries": [], "failure": {
+        "error": "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+                 "[127.0.0.1]:45744: Connection reset by peer. This is typically caused by a remote worker hanging"}}))
+    assert lab08b.traced_errors(tmp_path) == [
+        "rank 0 (its trace, rank-0.json): [.../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:45744: "
+        "Connection reset by peer."]
+    assert lab08b.traced_errors(tmp_path / "absent") == []

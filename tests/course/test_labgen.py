@@ -52,3 +52,17 @@ def test_every_committed_lab_equals_what_its_solution_gives():
 def test_solutions_with_markers_are_json_the_repository_writes(tmp_path):
     for solution in labgen.solutions():
         assert solution.read_text() == labgen.write_json(json.loads(solution.read_text())), solution.name
+
+
+def test_the_unsolved_lab_is_not_titled_solution():
+    solved = {"cells": [{"cell_type": "markdown", "id": "a", "metadata": {},
+                         "source": ["# Lab 01 · Predicting a step (solution)\n", "\n", "Text (solution) stays.\n"]}],
+              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    nb, _ = labgen.unsolved(solved)
+    assert "".join(nb["cells"][0]["source"]) == "# Lab 01 · Predicting a step\n\nText (solution) stays.\n"
+    assert solved["cells"][0]["source"][0].endswith("(solution)\n")  # the solution keeps its title
+    for lab in sorted((labgen.ROOT / "labs").glob(labgen.LAB_GLOB)):  # issue 40: lab 01 was titled "(solution)"
+        cells = json.loads(lab.read_text())["cells"]
+        title = next(ln for c in cells if c["cell_type"] == "markdown" for ln in "".join(c["source"]).splitlines()
+                     if ln.startswith("# "))
+        assert "(solution)" not in title, lab.name

@@ -33,6 +33,9 @@ def test_the_layout_sentences_follow_the_cluster_size():
     assert t16 != t32 and "a ring over 64 GPUs has 63 latency steps instead of 127" in t16
     share = float(re.search(r"the same within ([\d.]+)%", t16).group(1))
     assert share < 1.0  # groups of 64 and 128 move about the same bytes per GPU
+    seconds = {"efa_seconds": 5.0, "compute_seconds": 3.1, "comms_bound": True}
+    timed = prose.layout_traffic(params, 128, 64, seconds=seconds)
+    assert "5.0 s per step against 3.1 s of compute: more than the compute" in timed
 
 
 def test_the_global_batch_sentence_and_rule():
@@ -54,3 +57,16 @@ def test_the_interruptions_sentence_follows_nodes_and_days():
     s16 = prose.interruptions(16, reliability.job_mtbf_hours(16, mtbf), days16)
     s32 = prose.interruptions(32, reliability.job_mtbf_hours(32, mtbf), days16 / 2)
     assert s16 != s32 and f"over its {days16:.1f} days" in s16 and "41 days" not in s32
+
+
+def test_serving_sweep_says_what_was_measured():
+    # notebook 10's run in issue 40: 466, 552, 327 tokens/s at 1, 4, 16 clients is not "flat"
+    text = prose.serving_sweep({"one request at a time": [(1, 466, 0.5), (4, 552, 1.9), (16, 327, 9.0)],
+                                "continuous batching": [(1, 470, 0.5), (4, 900, 0.8), (16, 1500, 1.6)]})
+    assert "466, 552, 327 tokens/s at 1, 4 and 16 clients" in text and "flat" not in text.split("continuous")[0]
+    assert "peaks in the middle" in text and "rises to 3.19x" in text
+    assert "p95 latency goes from 500 ms to 9,000 ms (x18.0)" in text
+    assert "At 16 clients one request at a time serves 0.22x the tokens/s of continuous batching" in text
+    flat = prose.serving_sweep({"one": [(1, 100, 0.1), (16, 105, 1.6)]})
+    assert "stays within 15% (x1.05)" in flat and "At 16" not in flat
+    assert "falls to 0.50x" in prose.serving_sweep({"one": [(1, 100, 0.1), (16, 50, 1.6)]})

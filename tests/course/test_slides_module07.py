@@ -91,13 +91,18 @@ def test_the_chosen_layout_and_its_alternatives(deck):
 def test_the_traffic_numbers(deck):
     params = compute.param_count(catalog.model(MODEL))
     d8, d64, full = (hybrid_traffic(params, 128, d) for d in (8, 64, 128))
-    assert f"Hybrid 8: ~{d8['inter_node_bytes'] / 1e9:.0f} GB per GPU per step over EFA " \
-           f"(+ ~{d8['intra_node_bytes'] / 1e9:.0f} GB on NVLink)" in deck
+    assert f"Hybrid 8: ~{d8['node_efa_bytes'] / 1e9:.0f} GB out of each node per step " \
+           f"(+ ~{d8['intra_node_bytes'] / 1e9:.0f} GB per GPU on NVLink)" in deck
     assert full["intra_node_bytes"] == 0
-    assert f"{d64['inter_node_bytes'] / 1e9:.0f}" == f"{full['inter_node_bytes'] / 1e9:.0f}"
-    assert f"Groups of 64 (chosen) and full sharding over 128: ~{full['inter_node_bytes'] / 1e9:.0f} GB per GPU per " \
-           "step, all over EFA" in deck
+    assert f"Groups of 64 (chosen): ~{d64['node_efa_bytes'] / 1e9:.0f} GB out of each node per step; full sharding " \
+           f"over 128: ~{full['node_efa_bytes'] / 1e9:.0f} GB" in deck
+    from fmlab.parallel.scaling import step_communication
 
+    p4d = catalog.instance("ml.p4d.24xlarge")
+    s = step_communication(params, 128, 64, 2048, compute.flops_per_token(catalog.model(MODEL)), p4d.peak_tflops_bf16,
+                           p4d.network_gbps)
+    assert f"~{s['efa_seconds']:.1f} s of EFA per step against ~{s['compute_seconds']:.1f} s of compute: bound by " \
+           "the network" in deck
 
 def _usd(x: float) -> str:
     return f"${x / 1e3:.0f}k" if x >= 1e5 else f"${x / 1e3:.1f}k" if x >= 1e3 else f"${x:.0f}"

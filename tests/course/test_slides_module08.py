@@ -116,11 +116,16 @@ def test_the_wasted_percentages(deck, run):
     assert line in deck, line  # 0.62%, 0.81%, 0.65%
     line = f"Every 15 min: **{wasted(run, 0.25)}** · once a day: **{wasted(run, 24.0)}**"
     assert line in deck, line  # 2.53%, 3.12%
+    bare = reliability.wasted_fraction(run["daly_h"], run["save_h"], run["mtbf_h"])  # Young/Daly's own sum
+    line = f"without the restart, Daly's {run['daly_h']:.2f} h loses {100 * bare:.2f}%"
+    assert line in deck, line  # 0.56% (in the notes), against the curve's 0.62%
     at = [reliability.wasted_fraction(h, run["save_h"], run["mtbf_h"], run["restart_h"]) for h in (0.25, 1, 3, 24)]
     assert min(at) > reliability.wasted_fraction(run["daly_h"], run["save_h"], run["mtbf_h"], run["restart_h"])
 
 
 def test_the_restart_download(deck, run):
+    # SageMaker's sync mirrors deletions (fmlab.sandbox.host.CHECKPOINT_SYNC_SOURCE): the prefix holds the kept ones
+    assert "SageMaker **mirrors** it to the `s3_uri` while the job runs" in deck
     minutes = run["restart_h"] * 60
     assert f"{KEEP} kept x {run['state_gb']:.0f} GB at {S3_GB_S:g} GB/s per node: **about {minutes:.0f} minutes**" \
            f" before training resumes, against a {run['save_h'] * 3600:.0f} s save" in deck  # 14 minutes

@@ -7,6 +7,7 @@ checkpoint before the fault, completed. Where it has none, the notebook must say
 
 import pytest
 
+from fmlab.course.run import bare_figures
 from fmlab.hyperpod import slurm
 
 pytestmark = pytest.mark.notebook
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.notebook
 def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook):
     r = run_notebook("notebooks/11_pretraining_on_aws_in_2026.ipynb", steps=12, checkpoint_every=4, fault_step=7)
     assert r.ok, r.error
+    assert bare_figures(r.output) == []  # the recovery goodput figure is drawn, not printed as "<Figure size ...>"
     rec = r.records
     choice = rec["nb11.capacity_choice"]
     assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"

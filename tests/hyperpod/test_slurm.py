@@ -65,20 +65,39 @@ TOOLS = ("bash", "uname", "id", "echo", "cat", "grep")
 def test_the_set_up_says_why_not_and_succeeds_where_it_cannot_run():
     """Not root and no Slurm on the PATH: one line that says so, exit status 0 (make test goes on)."""
     with tempfile.TemporaryDirectory() as folder:  # not tmp_path: its parents are private to root
-        _run_set_up_without_root(Path(folder))
+        _run_set_up_without_root(Path(folder), ROOT / "requirements" / "slurm.sh")
 
 
-def _run_set_up_without_root(tmp_path):
+def test_the_set_up_runs_unprivileged_from_a_clone_in_a_private_folder(tmp_path):
+    """A clone inside a folder of mode 0700 (what `mktemp -d` or a home folder gives): uid 65534 cannot read the
+    script where it lies, so the test runs a world-readable copy of it, and passes wherever the clone lives."""
+    clone = tmp_path / "private"
+    (clone / "requirements").mkdir(parents=True)
+    script = clone / "requirements" / "slurm.sh"
+    shutil.copyfile(ROOT / "requirements" / "slurm.sh", script)
+    clone.chmod(0o700)
+    with tempfile.TemporaryDirectory() as folder:
+        _run_set_up_without_root(Path(folder), script)
+
+
+def _run_set_up_without_root(tmp_path, script):
+    """Run `script` as an unprivileged user (uid 65534 when the tests run as root) with only TOOLS on the PATH.
+    That user may not be able to read the clone (a private folder above it), so it runs a copy of the script,
+    byte for byte, in the world-readable `tmp_path`."""
     tmp_path.chmod(0o755)
     for tool in TOOLS:
         (tmp_path / tool).symlink_to(shutil.which(tool))
+    readable = tmp_path / "slurm.sh"
+    shutil.copyfile(script, readable)
+    readable.chmod(0o644)
+    assert readable.read_bytes() == (ROOT / "requirements" / "slurm.sh").read_bytes()
     env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
     setpriv = shutil.which("setpriv")
     if os.geteuid() == 0 and not setpriv:
         pytest.skip("setpriv is needed to run the set-up as an unprivileged user")
     user = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-    done = subprocess.run(user + [str(tmp_path / "bash"), str(ROOT / "requirements" / "slurm.sh")], env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(user + [str(tmp_path / "bash"), str(readable)], env=env, capture_output=True, text=True,
+                          timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("slurm set-up: not available: starting slurmctld/slurmd needs root "
                                    "(run this script as root, or sudo)")

@@ -31,6 +31,7 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     assert rec["nb07.choice_gb"] == pytest.approx(choice["GB per device"], abs=0.01)
     # the table that chose it has one row per shard degree, so the chosen layout's figure is in it (not an average)
     assert rec["nb07.choice_in_table"] == pytest.approx(choice["GB per device"], abs=0.01)
+    assert rec["nb07.step_seconds"]["efa"] > rec["nb07.step_seconds"]["compute"] > 0  # bytes turned into seconds
     assert 5 < rec["nb07.rehearsal_days"] < 60  # the ladder's calendar time is printed beside its cost
     assert rec["nb07.full_none_gb"] == {"flash": 32.22, "eager": 96.65}  # fmlab.plan.memory
     assert rec["nb07.global_batch_tokens"] == choice["global batch tokens"] == 128 * 2048

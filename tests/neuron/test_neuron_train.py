@@ -45,16 +45,16 @@ def prepared(tmp_path_factory):
     return root
 
 
-def _args(root: Path, checkpoints: str, max_steps: int) -> list[str]:
+def _args(root: Path, checkpoints: str, max_steps: int, dtype: str = "fp32") -> list[str]:
     return ["--tensor_parallel_size", "1", "--pipeline_parallel_size", "1", "--seq_len", str(SEQ_LEN),
             "--train_batch_size", str(BATCH), "--num_microbatches", str(MICRO), "--lr", "1e-3",
             "--warmup_steps", "1", "--max_steps", str(max_steps), "--checkpoint_freq", "2",
             "--num_kept_checkpoints", "2", "--log_every", "1", "--use_zero1_optimizer", "0",
             "--pretrained_weight_dir", str(root / "nxd"), "--checkpoint_dir", str(root / checkpoints),
-            "--training_dir", str(root / "data"), "--seed", "7"]
+            "--training_dir", str(root / "data"), "--seed", "7", "--dtype", dtype]  # fp32: exact against transformers
 
 
-def _run_script(root: Path, checkpoints: str, max_steps: int, output: str):
+def _run_script(root: Path, checkpoints: str, max_steps: int, output: str, dtype: str = "fp32"):
     """The entry script in a subprocess with the stand-in on the path; (stdout, metrics records)."""
     from fmlab.train.log import read_metrics
 
@@ -63,7 +63,7 @@ def _run_script(root: Path, checkpoints: str, max_steps: int, output: str):
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT"):
         env.pop(name, None)
     done = subprocess.run([sys.executable, str(ROOT / "entrypoints" / "neuron_train.py"),
-                           *_args(root, checkpoints, max_steps)],
+                           *_args(root, checkpoints, max_steps, dtype)],
                           env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout, read_metrics(root / output)
@@ -257,3 +257,18 @@ def test_the_nxd_model_traces_with_torch_fx_as_nxd_pipeline_parallelism_needs(pr
     batch = _first_batch(prepared / "data")
     with torch.no_grad():
         assert torch.equal(traced(batch, batch)[0], model(batch, labels=batch)[0])
+
+
+def test_the_job_trains_in_bf16_by_default(prepared):
+    """Issue 40: on Neuron images newer than 2.24 XLA_DOWNCAST_BF16 is gone, and the pinned trn1 job trained in fp32
+    while planned and priced at bf16; the script now casts the model itself unless --dtype fp32."""
+    from fmlab.neuron.train import build_parser
+
+    assert build_parser().get_default("dtype") == "bf16"
+    stdout, records = _run_script(prepared, "ckpt-bf16", 1, "out-bf16", dtype="bf16")
+    saved = torch.load(prepared / "ckpt-bf16" / "step_1" / "model" / "dp_rank_00_tp_rank_00_pp_rank_00.pt",
+                       weights_only=False)
+    tensors = [v for v in (saved.get("model", saved) if isinstance(saved, dict) else {}).values()
+               if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    assert tensors and {t.dtype for t in tensors} == {torch.bfloat16}
+    assert records[0]["step"] == 1 and records[0]["loss"] > 0

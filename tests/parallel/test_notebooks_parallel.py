@@ -27,6 +27,7 @@ def test_sharded_data_parallel_notebook(run_notebook):
     assert mem["hybrid 2x1"] == pytest.approx(mem["DDP"], rel=0.01)  # replicate=2, shard=1: full copies
     assert rec["max_loss_diff"] <= 1e-5 and rec["max_grad_diff"] <= 1e-6
     assert rec["least_inter_node_degree"] == 8  # shard groups of one 8-GPU node
+    assert rec["comms_bound_degrees"]  # on 400 Gbps p4d nodes a 30B step's EFA bytes take longer than its compute
     saved = rec["saved_kib"]
     assert saved["none"]["on_device"] > saved["selective"]["on_device"] > saved["full"]["on_device"]
     assert saved["none + offload"]["offloaded"] > 0

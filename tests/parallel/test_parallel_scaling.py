@@ -52,15 +52,42 @@ def test_global_batch_grows_with_data_parallel_replicas_only():
 
 def test_hybrid_traffic_trade_off():
     params, world = 30e9, 128
-    by_degree = {d: hybrid_traffic(params, world, d) for d in (1, 2, 4, 8, 16, 32, 64, 128)}
+    textbook = {d: hybrid_traffic(params, world, d, reduce_bytes=2) for d in (1, 128)}  # every collective in 16 bits
     # ZeRO (Rajbhandari et al. 2020, section 7.2.2): ZeRO-3 moves 3 x the parameters, 1.5x DDP's all-reduce.
-    assert by_degree[128]["inter_node_bytes"] / by_degree[1]["inter_node_bytes"] == pytest.approx(1.5, rel=0.01)
+    assert textbook[128]["node_efa_bytes"] / textbook[1]["node_efa_bytes"] == pytest.approx(1.5, rel=0.01)
+    by_degree = {d: hybrid_traffic(params, world, d) for d in (1, 2, 4, 8, 16, 32, 64, 128)}
+    # the engine reduces in fp32: ZeRO-3's 2 + 2 + 4 bytes per parameter equal DDP's fp32 all-reduce (2 x 4)
+    assert by_degree[128]["node_efa_bytes"] == pytest.approx(by_degree[1]["node_efa_bytes"], rel=0.01)
     # Shard groups that stay inside one 8-GPU node send the least between nodes of the groups that shard
-    inter = {d: t["inter_node_bytes"] for d, t in by_degree.items() if d > 1}
+    inter = {d: t["node_efa_bytes"] for d, t in by_degree.items() if d > 1}
     assert min(inter, key=inter.get) == 8
     assert all(by_degree[d]["state_bytes"] == pytest.approx(16 * params / d) for d in by_degree)
     with pytest.raises(PlanError):
         hybrid_traffic(params, world, 3)
+
+
+def test_a_node_sends_one_gpus_ring_traffic_not_eight():
+    """NCCL's rings cross a node once: a shard group of 64 (8 nodes) sends (2 + 2 + 4) x 63/64 x P out of each
+    node, about what one GPU sends in its group, plus the replica all-reduce of the node's 8 shards."""
+    params = 30e9
+    t = hybrid_traffic(params, 128, 64)
+    group = 8 * 63 / 64 * params
+    replicas = 8 * (2 * 1 / 2 * params * 4 / 64)  # 8 GPUs, each all-reducing its 1/64 shard with one peer
+    assert t["node_efa_bytes"] == pytest.approx(group + replicas)
+    assert t["intra_node_bytes"] == 0
+
+
+def test_the_30b_step_on_p4d_is_bound_by_efa():
+    """gpt-30b on 16 x p4d (400 Gbps EFA per node), groups of 64, micro-batch 1 x 2,048 tokens at MFU 40%: ~5 s of
+    EFA against ~3.1 s of compute."""
+    from fmlab.parallel.scaling import step_communication
+    from fmlab.plan import catalog, compute
+
+    m, p4d = catalog.model("gpt-30b"), catalog.instance("ml.p4d.24xlarge")
+    s = step_communication(compute.param_count(m), 128, 64, 2048, compute.flops_per_token(m), p4d.peak_tflops_bf16,
+                           p4d.network_gbps)
+    assert s["compute_seconds"] == pytest.approx(3.09, abs=0.05) and 4.5 < s["efa_seconds"] < 5.5
+    assert s["comms_bound"]
 
 
 def test_predicted_state_bytes_rescales_the_planner_to_fp32():

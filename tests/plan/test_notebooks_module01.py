@@ -2,6 +2,8 @@
 
 import pytest
 
+from fmlab.course.run import bare_figures
+
 pytestmark = pytest.mark.notebook
 
 
@@ -13,6 +15,10 @@ def test_setup_notebook(run_notebook, local_env):
     assert r.records["sandbox_slots"] == 2
     assert r.records["tiny_params"] > 0
     assert r.records["tiny_first_loss"] == pytest.approx(6.24, abs=0.3)  # ln(512): a uniform first guess
+    # section 4's execution role (fmlab.service.iam): it reads its checkpoints back at a restart and pulls its image
+    assert r.records["role_missing"] == []
+    assert r.records["role_reads_checkpoints"] is True and r.records["role_pulls_image"] is True
+    assert bare_figures(r.output) == []
 
 
 def test_when_to_pretrain_notebook(run_notebook):

@@ -282,3 +282,51 @@ def test_checkpoint_upload_survives_folders_deleted_while_it_walks(tmp_path):
         stop.set()
         writer.join()
     assert (target / "keep" / "latest").read_text() == "1"
+
+
+def test_checkpoint_sync_mirrors_deletions_so_the_prefix_holds_what_a_restart_is_costed_for(tmp_path):
+    """SageMaker deletes in S3 what the script deletes in /opt/ml/checkpoints (fmlab.sandbox.host
+    CHECKPOINT_SYNC_SOURCE). The course's Checkpointer saves 8 times, keeps the last KEEP_CHECKPOINTS, and the
+    sandbox's sync runs after every save and once while each save is still staged (`.incomplete-step_N`, which
+    S3 cannot rename). The local bucket then holds the kept checkpoints and nothing else: exactly what module 8's
+    restart arithmetic (fmlab.course.figures.checkpoint_costs) has every node download."""
+    import torch
+
+    from fmlab.checkpoint import Checkpointer
+    from fmlab.course import figures
+    from fmlab.plan import reliability
+    from fmlab.sandbox.host import sync_folder
+
+    folder, bucket, seen = tmp_path / "opt-ml-checkpoints", tmp_path / "bucket", {}
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.AdamW(model.parameters())
+    ckpt = Checkpointer(folder, keep_last=figures.KEEP_CHECKPOINTS)
+    commit = ckpt._commit
+
+    def commit_after_an_upload(step, tmp, group=None):
+        assert sync_folder(folder, bucket, seen) > 0  # the staged save reaches S3 before its rename
+        assert any(p.name.startswith(".incomplete") for p in bucket.iterdir())
+        return commit(step, tmp, group)
+
+    ckpt._commit = commit_after_an_upload
+    for step in range(1, 9):
+        model(torch.randn(2, 8)).sum().backward()
+        optimizer.step()
+        ckpt.save(step, model, optimizer)
+        sync_folder(folder, bucket, seen)
+
+    def tree(root):
+        return {p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+    assert tree(bucket) == tree(folder)  # no staging copy, no pruned checkpoint left behind
+    kept = sorted(p.name for p in bucket.iterdir())
+    assert len(kept) == figures.KEEP_CHECKPOINTS and kept[-1].endswith("8")
+    one = sum(tree(bucket / kept[-1]).values())
+    assert sum(tree(bucket).values()) == pytest.approx(figures.KEEP_CHECKPOINTS * one, rel=0.01)
+    c = figures.checkpoint_costs()  # the same count of checkpoints, each the 30B run's training state
+    restart_h = reliability.transfer_hours(len(kept) * c["state_gb"], figures.S3_GB_PER_S_PER_NODE)
+    assert c["restart_s"] == pytest.approx(restart_h * 3600)
+    # a fresh job's copy down (an empty `seen`) copies it all and deletes nothing
+    down = tmp_path / "new-instance"
+    sync_folder(bucket, down, {})
+    assert tree(down) == tree(bucket)

@@ -1,8 +1,11 @@
 """Notebook 10 runs top to bottom and records its figures (about 40 s on 2 cores)."""
 
 import math
+import re
 
 import pytest
+
+from fmlab.course.run import bare_figures
 
 pytestmark = pytest.mark.notebook
 
@@ -10,6 +13,15 @@ pytestmark = pytest.mark.notebook
 def test_notebook_10_evaluates_exports_and_serves(run_notebook):
     r = run_notebook("notebooks/10_evaluate_export_and_serve.ipynb")
     assert r.ok, r.error
+    assert bare_figures(r.output) == []
+    # the load test's sentence is rendered from what it measured (issue 40: "stays flat" over 466, 552, 327 tokens/s)
+    executed = r.output.read_text()
+    serving = r.records["nb10.serving"]
+    said = re.search(r"\*\*continuous batching\*\*: ([\d, ]+) tokens/s at", executed)
+    assert said, "the load test's sentence is missing"
+    rates = [float(v.replace(",", "")) for v in said.group(1).split(", ")]
+    assert rates == pytest.approx([serving[c]["tokens_per_s"] for c in sorted(serving, key=int)], abs=1)
+    assert "stays flat" not in executed
     rec = r.records
     assert 400 < rec["nb10.baseline_perplexity"] < 650  # about the vocabulary, 512
     assert rec["nb10.heldout_perplexity"] < rec["nb10.baseline_perplexity"] / 3 and rec["nb10.gate"]["go"]

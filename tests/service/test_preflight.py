@@ -157,3 +157,9 @@ def test_what_only_the_account_knows_is_read_with_credentials_and_said_unchecked
     report = preflight(request, quotas=True)
     assert report.ok and report.verdict.startswith("no check refused it; not checked here:")
     assert "quotas" in report.unchecked and "account" in report.unchecked
+
+
+def test_a_small_worst_case_shows_its_cents():
+    from fmlab.jobs.preflight import dollars
+
+    assert dollars(0.59) == "$0.59" and dollars(12345.6) == "$12,346"  # notebook 03 printed "$0" for a $0.59 job

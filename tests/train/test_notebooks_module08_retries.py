@@ -1,6 +1,6 @@
 """Module 8: notebook 08_retries_and_hangs, executed with papermill: a retried sandbox job, a hung peer, hung worlds.
 
-Run: .venv/bin/pytest tests/train/test_notebooks_module08_retries.py -q   (about 40 s: a job, a 2-process run,
+Run: .venv/bin/pytest tests/train/test_notebooks_module08_retries.py -q   (60-75 s: a job, a 2-process run,
 two hung worlds)
 
 What the runs did is checked: the sandbox retries a job whose instance was lost (two attempts, one Restarting);
@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from fmlab.plan import reliability
 
 pytestmark = pytest.mark.notebook
 
@@ -26,6 +28,17 @@ def test_notebook08_retries_a_lost_instance_and_names_the_hung_rank(run_notebook
     assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # a 3 s timeout, not a hang
     detection = rec["nb08.detection"]  # section 3: a hang's cost, and the hung rank named from the traces
     assert detection["seconds"] == [600, 85] and detection["wasted_pct"][0] > detection["wasted_pct"][1]
+    # ... and at Llama 3's 2,048 nodes (MTBF 3.09 h), where the default timeout alone costs more than every cause
+    # together with the short one: recomputed here from the planner
+    big = reliability.LLAMA3_405B.gpus // reliability.LLAMA3_405B.gpus_per_node
+    mtbf = reliability.job_mtbf_hours(big)
+    assert detection["nodes"] == [16, big] == [16, 2048] and round(mtbf, 2) == 3.09
+    alone = [round(100 * reliability.hang_detection_hours(*a) / mtbf, 2) for a in ((600, 0), ())]
+    assert detection["alone_pct_at_scale"] == alone == [5.39, 0.76]
+    assert detection["alone_pct_at_scale"][0] > detection["wasted_pct_at_scale"][1] > detection["alone_pct_at_scale"][1]
+    message = rec["nb08.retry_message"]  # the sandbox's Restarting message: one level of parentheses at most
+    depth = max(message[:i].count("(") - message[:i].count(")") for i in range(len(message) + 1))
+    assert message.startswith("InternalServerError: instance algo-") and depth <= 1, message
     hangs = rec["nb08.hangs"]
     assert (hangs["hang"]["kind"], hangs["hang"]["ranks"], hangs["hang"]["step"]) == ("missing", [2], 3)
     assert hangs["hang"]["seconds"] < 30 and hangs["skip"] == {"ranks": [1], "step": 3, "kind": "desync"}

@@ -5,6 +5,7 @@
 
 Files:
 - records.py  record() / read_records(): figures a notebook stores for the tests and the report
+- params.py   notebook_parameters(): another module's notebook parameters, read from its `parameters` cell
 - run.py      execute every notebook and lab solution with papermill (`fmlab course`, `make course`)
 - index.py    notebooks/index.ipynb, generated from what is on disk
 - report.py   build/course-report.html: status, seconds and figures of every executed notebook

@@ -16,6 +16,10 @@ ring all-reduce and Herring), and, for `lr_sweep` only, a few seconds of real tr
 by benchmarks/bench_serving.py (still no training or serving at build time). To add one, write the function
 here and register it in FIGURES; `python -m fmlab slides` draws the figures the decks reference.
 
+In a notebook, `display(FIGURES[name]())` draws the figure whether or not pyplot was imported: each Figure carries
+its own PNG (`_repr_png_`), where a bare matplotlib Figure shows only as the text `<Figure size ...>` without
+pyplot's inline backend (notebooks 04 and 11 printed that until 2026-11-26; fmlab.course.run.bare_figures checks).
+
 `render_svg` keeps text as paths (the SVG needs no font) and writes no date, with a fixed id salt, so the
 same figure gives the same bytes on every build.
 """
@@ -86,10 +90,36 @@ _PARTS = (  # (legend label, keys of TrainingPlan.memory_breakdown_gb, colour)
 )
 
 
-def _figure(width: float, height: float):
+def _notebook_figure_class():
+    """A matplotlib Figure that a notebook draws by itself: IPython shows a bare Figure only as the text
+    `<Figure size ...>` unless pyplot was imported (its inline backend registers the image formatter); this one
+    carries its own `_repr_png_`, so `display(fig)` or a cell's last line draws it either way. No pyplot."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    class NotebookFigure(Figure):
+        def _repr_png_(self) -> bytes:
+            import io
+
+            buffer = io.BytesIO()
+            self.savefig(buffer, format="png", dpi=100)
+            return buffer.getvalue()
+
+    return NotebookFigure
+
+
+@functools.cache
+def _figure_class():
+    return _notebook_figure_class()
+
+
+def _drawable(fig):
+    """A Figure built below this floor (fmlab.serve.measured), made one that draws itself in a notebook too."""
+    fig.__class__ = _figure_class()  # the subclass adds a method only: same state, same drawing
+    return fig
+
+
+def _figure(width: float, height: float, layout: str | None = "constrained"):
+    return _figure_class()(figsize=(width, height), layout=layout)
 
 
 def _usd(x: float) -> str:
@@ -203,12 +233,13 @@ def gpt30b_ladder():
 
 
 def hybrid_traffic():
-    """Bytes each GPU sends per training step against the hybrid shard degree D, gpt-30b on 128 GPUs (16 nodes).
+    """Bytes per training step against the hybrid shard degree D, gpt-30b on 128 GPUs (16 nodes).
 
     fmlab.parallel.scaling.hybrid_traffic for D = 1 (plain data parallelism), 2, 4, ... 128 (full sharding):
-    bars of gigabytes sent inside the node (NVLink) and between nodes (EFA), bf16 parameters; on the right axis,
-    the model states each GPU keeps (16 bytes per parameter / D). A shard group within one node (D <= 8) keeps
-    its all-gathers on NVLink; a larger one sends them over EFA.
+    bars of gigabytes each GPU sends inside its node (NVLink) and each node sends out over EFA (bf16 gathers,
+    fp32 reductions, as the engine runs FSDP2); on the right axis, the model states each GPU keeps (16 bytes per
+    parameter / D). A shard group within one node (D <= 8) keeps its all-gathers on NVLink; a larger one sends
+    them over EFA, about one GPU's ring traffic per node.
     """
     from fmlab.parallel.scaling import hybrid_traffic as traffic
 
@@ -220,9 +251,9 @@ def hybrid_traffic():
     ax = fig.subplots()
     x = list(range(len(HYBRID_DEGREES)))
     nvlink = [r["intra_node_bytes"] / 1e9 for r in rows]
-    efa = [r["inter_node_bytes"] / 1e9 for r in rows]
-    ax.bar([i - 0.19 for i in x], nvlink, 0.38, color="#55a868", label="inside the node (NVLink)")
-    ax.bar([i + 0.19 for i in x], efa, 0.38, color="#c44e52", label="between nodes (EFA)")
+    efa = [r["node_efa_bytes"] / 1e9 for r in rows]
+    ax.bar([i - 0.19 for i in x], nvlink, 0.38, color="#55a868", label="each GPU, inside the node (NVLink)")
+    ax.bar([i + 0.19 for i in x], efa, 0.38, color="#c44e52", label="each node, out over EFA")
     for i in x:
         for dx, v in ((-0.19, nvlink[i]), (0.19, efa[i])):
             if v:
@@ -231,7 +262,7 @@ def hybrid_traffic():
     notes = {1: "\n(no sharding)", inst.accelerators: "\n(one node)", world: "\n(full)"}
     ax.set_xticks(x, [f"{d}{notes.get(d, '')}" for d in HYBRID_DEGREES])
     ax.set_xlabel("hybrid shard degree D (GPUs that share one copy of the model states)")
-    ax.set_ylabel("GB sent per GPU per step")
+    ax.set_ylabel("GB sent per step")
     ax.set_ylim(0, max(nvlink + efa) * 1.5)
     twin = ax.twinx()
     states = [r["state_bytes"] / 1e9 for r in rows]
@@ -251,7 +282,8 @@ def checkpoint_costs() -> dict[str, float]:
 
     Keys: state_gb (fp32 weights + Adam moments), save_s (each node writes its share at
     WRITE_GB_PER_S_PER_NODE), restart_s (every node copies KEEP_CHECKPOINTS checkpoints back from S3 at
-    S3_GB_PER_S_PER_NODE), mtbf_h (the 16-node job's mean time between interruptions, Llama 3's record) and
+    S3_GB_PER_S_PER_NODE: SageMaker's checkpoint sync deletes in S3 what the script prunes, so the prefix holds the
+    kept checkpoints; fmlab.sandbox.host.sync_folder does the same, tests/sandbox/test_sandbox.py), mtbf_h (the 16-node job's mean time between interruptions, Llama 3's record) and
     daly_h (the checkpoint interval that wastes least).
     """
     state_gb = checkpoint_gb(compute.param_count(catalog.model(MODEL)))["training"]
@@ -346,11 +378,9 @@ def layout_memory():
     parallelism 8 with recomputation; stacked by weights, gradients, optimizer state and activations, with the
     usable device memory dashed; a bar taller than three times the usable memory is cut and labelled.
     """
-    from matplotlib.figure import Figure
-
     from fmlab.course.plots import memory_breakdown
 
-    fig = Figure(figsize=(10, 4.6))
+    fig = _figure(10, 4.6, layout=None)
     memory_breakdown(MODEL, INSTANCE, INSTANCES, dict(LAYOUT_MEMORY), ax=fig.subplots())
     return fig
 
@@ -579,7 +609,7 @@ def eval_curve():
     from fmlab/serve/measured.json, written by benchmarks/bench_serving.py --write)."""
     from fmlab.serve.measured import eval_curve_figure
 
-    return eval_curve_figure()
+    return _drawable(eval_curve_figure())
 
 
 def serving_latency():
@@ -587,7 +617,7 @@ def serving_latency():
     continuous batching against one request at a time (measured, as eval_curve)."""
     from fmlab.serve.measured import latency_figure
 
-    return latency_figure()
+    return _drawable(latency_figure())
 
 
 RECOVERY_NODES = (16, 64, 256, 1024, 2048)

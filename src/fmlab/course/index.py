@@ -112,6 +112,7 @@ def heading(path: Path) -> str:
     else:
         text = path.read_text(encoding="utf-8")
     line = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), path.stem)
+    line = re.sub(r"\s*\(solution\)$", "", line)  # a solution's title names the lab it solves
     return re.sub(r"^(Lab\s+)?\d\d[a-z]?\s*·\s*", "", line)
 
 

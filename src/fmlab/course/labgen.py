@@ -77,6 +77,10 @@ def _source(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
+# The solution's title "# Lab NN · What (solution)": the unsolved lab keeps "# Lab NN · What"
+TITLE = re.compile(r"^(# .*?)\s*\(solution\)[ \t]*$", re.MULTILINE)
+
+
 def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
@@ -85,8 +89,12 @@ def unsolved(solution: dict, where: str = "") -> tuple[dict, list[int]]:
     """The unsolved notebook built from a solved one, and the solution lines removed per code cell."""
     nb = json.loads(json.dumps(solution))
     counts = []
+    titled = False
     for n, cell in enumerate(nb["cells"]):
         cell.get("metadata", {}).pop("execution", None)
+        if cell["cell_type"] == "markdown" and not titled and TITLE.search(_source(cell)):
+            cell["source"] = _lines(TITLE.sub(r"\1", _source(cell), count=1))  # the lab is not the solution
+            titled = True
         if cell["cell_type"] != "code":
             continue
         text, removed = strip_solution(_source(cell), f"{where} cell {n}")

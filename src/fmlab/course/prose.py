@@ -5,7 +5,8 @@
     display(Markdown(prose.layout_reason(rows, choice, params)))
 
 Each function takes the numbers a notebook has just computed and returns Markdown. Used by notebooks 07
-(the layout, its traffic and its global batch) and 08 (interruptions over the run); tests in
+(the layout, its traffic and its global batch), 08 (interruptions over the run) and 10 (what the load test
+measured); tests in
 tests/course/test_prose.py change a parameter and check that the sentence changes with it.
 """
 
@@ -53,24 +54,31 @@ def layout_reason(rows: list[dict], choice: dict, params: float, gpus_per_node: 
     return text
 
 
-def layout_traffic(params: float, world: int, shard_degree: int, gpus_per_node: int = 8) -> str:
-    """Bytes per GPU and step in the chosen group against sharding over the whole cluster (module 5's model),
-    and why the smaller group is preferred all the same."""
+def layout_traffic(params: float, world: int, shard_degree: int, gpus_per_node: int = 8,
+                   seconds: dict | None = None) -> str:
+    """Bytes per step in the chosen group against sharding over the whole cluster (module 5's model), the step's
+    EFA time against its compute when `seconds` (parallel.scaling.step_communication) is given, and why the
+    smaller group is preferred all the same."""
     mine, whole = hybrid_traffic(params, world, shard_degree, gpus_per_node), hybrid_traffic(params, world, world,
                                                                                                 gpus_per_node)
-    size = params * 2  # bf16 bytes of the model
-    group = 3 * (shard_degree - 1) / shard_degree * size
-    full = 3 * (world - 1) / world * size
-    cross = mine["inter_node_bytes"] - (0 if shard_degree <= gpus_per_node else group)
-    return (f"Bytes are not the reason for the smaller group. Per GPU and step, the group of {shard_degree} "
-            f"gathers and reduce-scatters {group / 1e9:,.1f} GB ((D-1)/D of every layer, three times), the whole "
-            f"cluster of {world} {full / 1e9:,.1f} GB: the same within {abs(full - group) / full:.1%}; hybrid "
-            f"sharding adds {cross / 1e9:,.2f} GB of cross-replica all-reduce (module 5's traffic model: "
-            f"{mine['inter_node_bytes'] / 1e9:,.1f} GB between nodes against {whole['inter_node_bytes'] / 1e9:,.1f}). "
-            f"The reason is the size of each collective group: a ring over {shard_degree} GPUs has "
-            f"{shard_degree - 1} latency steps instead of {world - 1}, every layer waits for the slowest of "
-            f"{shard_degree} GPUs rather than of {world}, and the groups' collectives run side by side (the MiCS "
-            "idea behind SMP's sharded data parallelism: shard over the smallest group that holds the states).")
+    group = 8 * (shard_degree - 1) / shard_degree * params  # bf16 gathers twice, fp32 reduce-scatter
+    full = 8 * (world - 1) / world * params
+    text = (f"Bytes are not the reason for the smaller group. Per GPU and step, the group of {shard_degree} "
+            f"gathers and reduce-scatters {group / 1e9:,.1f} GB ((D-1)/D of every layer: two bf16 gathers and an "
+            f"fp32 reduce-scatter), the whole cluster of {world} {full / 1e9:,.1f} GB: the same within "
+            f"{abs(full - group) / full:.1%}. Out of each node go {mine['node_efa_bytes'] / 1e9:,.0f} GB against "
+            f"{whole['node_efa_bytes'] / 1e9:,.0f} (NCCL's rings cross a node once, so a node sends about one GPU's "
+            "share, plus the cross-replica all-reduce of hybrid sharding).")
+    if seconds:
+        verdict = ("more than the compute: the run is bound by the network, and MFU falls below plan unless the "
+                   "overlap hides it" if seconds["comms_bound"] else "less than the compute, which hides it")
+        text += (f" At the node's EFA bandwidth that is {seconds['efa_seconds']:.1f} s per step against "
+                 f"{seconds['compute_seconds']:.1f} s of compute: {verdict}.")
+    return text + (f" The reason for the smaller group is the size of each collective group: a ring over "
+                   f"{shard_degree} GPUs has {shard_degree - 1} latency steps instead of {world - 1}, every layer "
+                   f"waits for the slowest of {shard_degree} GPUs rather than of {world}, and the groups' "
+                   "collectives run side by side (the MiCS idea behind SMP's sharded data parallelism: shard over "
+                   "the smallest group that holds the states).")
 
 
 def global_batch(choice: dict, devices: int, seq_len: int, micro_batch: int = 1,
@@ -96,3 +104,36 @@ def interruptions(nodes: int, job_mtbf_hours: float, run_days: float) -> str:
     return (f"module 07's job on {nodes} nodes: one interruption every {job_mtbf_hours:.0f} h "
             f"({job_mtbf_hours / 24:.1f} days); over its {run_days:.1f} days, about "
             f"{run_days * 24 / job_mtbf_hours:.1f} interruptions")
+
+
+def _trend(values: list[float], flat_within: float) -> str:
+    """How a series moves from its first to its last value: rises, falls or stays within `flat_within`."""
+    first, last, top = values[0], values[-1], max(values)
+    peak = values.index(top)
+    if 0 < peak < len(values) - 1 and top > (1 + flat_within) * max(first, last):
+        return f"peaks in the middle and ends at {last / first:.2f}x its first value"
+    if abs(last / first - 1) <= flat_within:
+        return f"stays within {100 * flat_within:.0f}% (x{last / first:.2f})"
+    return f"{'rises' if last > first else 'falls'} to {last / first:.2f}x"
+
+
+def serving_sweep(measured: dict[str, list[tuple[int, float, float]]], flat_within: float = 0.15) -> str:
+    """What a load test measured, per server setting: `measured[label]` = [(clients, tokens_per_s, p95_s), ...]
+    in the order of the levels. Says how throughput and p95 latency moved from the fewest clients to the most
+    (flat only when within `flat_within`), and compares the settings at the most clients."""
+    parts, last = [], {}
+    for label, rows in measured.items():
+        clients = [c for c, _, _ in rows]
+        rates = [t for _, t, _ in rows]
+        p95 = [1000 * p for _, _, p in rows]
+        listed = ", ".join(f"{t:,.0f}" for t in rates)
+        at = ", ".join(str(c) for c in clients[:-1]) + f" and {clients[-1]}" if len(clients) > 1 else str(clients[0])
+        parts.append(f"**{label}**: {listed} tokens/s at {at} clients, so throughput {_trend(rates, flat_within)}; "
+                     f"p95 latency goes from {p95[0]:,.0f} ms to {p95[-1]:,.0f} ms (x{p95[-1] / p95[0]:.1f})")
+        last[label] = (clients[-1], rates[-1], p95[-1])
+    text = "Measured here: " + "; ".join(parts) + "."
+    if len(last) == 2:
+        (a, (n, ta, pa)), (b, (_, tb, pb)) = last.items()
+        text += (f" At {n} clients {a} serves {ta / tb:.2f}x the tokens/s of {b}, at {pa / pb:.2f}x its p95 latency"
+                 " (a CPU run of a tiny model: timings move from run to run).")
+    return text

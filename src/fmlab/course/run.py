@@ -63,6 +63,27 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
     return NotebookResult(notebook, output, seconds, not error, error, records)
 
 
+BARE_FIGURE = "<Figure size"  # what IPython prints for a matplotlib Figure it cannot draw (no pyplot, no PNG)
+
+
+def bare_figures(executed: str | Path) -> list[str]:
+    """The outputs of an executed notebook that show a figure only as text: "cell N: <Figure size ...>".
+
+    An output counts when its text (a stream or text/plain) holds `<Figure size` and it carries no image beside
+    it; an empty list means every figure was drawn. Notebook tests assert it is empty."""
+    import nbformat
+
+    found = []
+    for i, cell in enumerate(nbformat.read(str(executed), as_version=4).cells):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            text = out.get("text", "") if out.get("output_type") == "stream" else data.get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else text
+            if BARE_FIGURE in text and not any(k.startswith("image/") for k in data):
+                found.append(f"cell {i}: {text.strip().splitlines()[0][:80]}")
+    return found
+
+
 def course_log(output: str | Path) -> Path:
     """The log of a course run whose executed notebooks go to `output`: course.log beside that folder."""
     return Path(output).parent / "course.log"

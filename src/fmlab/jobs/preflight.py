@@ -198,6 +198,11 @@ def plan_days_of(request: dict, plan_days: float | None) -> float | None:
         return None
 
 
+def dollars(amount: float) -> str:
+    """$1,234 for large sums, $0.59 for small ones (a short job's worst case must not read as $0)."""
+    return f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"
+
+
 def cost_findings(request: dict, plan_days: float | None = None) -> list[Finding]:
     """The worst case of one job, and of the whole chain when the plan is longer than one job may run."""
     from fmlab.jobs.guards import OverBudget, price_per_hour
@@ -214,7 +219,7 @@ def cost_findings(request: dict, plan_days: float | None = None) -> list[Finding
                         "this job's cost was not bounded", "fmlab.plan.catalog and fmlab.jobs.guards prices")]
     one = price * count * run / 3600
     out = [Finding("cost", "pass", f"one job at most {count} x {kind} x {run / 3600:,.1f} h x ${price:,.2f} = "
-                   f"${one:,.0f} (on-demand, before any warm pool)", source)]
+                   f"{dollars(one)} (on-demand, before any warm pool)", source)]
     days = plan_days_of(request, plan_days)
     if days:
         per_job = min(run, MAX_RUNTIME_SECONDS)

@@ -1,9 +1,9 @@
 """Checks for labs/lab_08b_failure_zoo.ipynb: triage real training failures, quoted and live.
 
     lab08b.show_lists()                     # the fixed lists of causes and fixes
-    lab08b.show_quoted()                    # 17 real log excerpts, each with its public thread
+    lab08b.show_quoted()                    # 18 failures from public threads, each with its thread and kind
     lab08b.check_quoted(diagnosis)          # ex1: {case id: (cause, fix)} for every quoted case
-    drills = lab08b.run_drills(work)        # 4 failures made to happen here (about 30 s on 2 cores)
+    drills = lab08b.run_drills(work)        # 4 failures made to happen here, shown as drill_1..4 (about 30 s)
     lab08b.show_drills(drills)              # what the surviving rank, torchrun and the sandbox said
     lab08b.check_live(live_diagnosis, drills)  # ex2: {drill id: (cause, fix)}, against what actually happened
     cases = lab08b.trace_cases(drills, work)   # the collective traces the survivors wrote, 4 cases (about 10 s)
@@ -14,13 +14,17 @@ The quoted cases and the fixed lists are data, with their sources, in `fmlab.lab
 the course's own machinery, nothing staged: the training entry point's fault drills (`fmlab.train.faults`:
 a rank that hangs, a rank that is SIGKILLed) on 2 gloo processes under torchrun, a checkpoint of the killed
 run damaged the way a cut copy would be and opened as a resume opens it (`checkpoint.newest_intact`), and a job
-request that the local SageMaker sandbox refuses (`sandbox.service.submit`). What happened in each drill is
+request that the local SageMaker sandbox refuses (`sandbox.service.submit`: a month of MaxRuntimeInSeconds,
+above the service's 28 days). The drills are shown under neutral ids (drill_1 ... drill_4) in an order drawn
+from a seed (`DRILL_SEED`), so neither the id nor the place gives the answer. What happened in each drill is
 read back from the drill itself (the fault line the victim printed, which the learner does not see; the
 damage found; the fields refused), and the learner's diagnosis is checked against that, not against a table.
 """
 
 from __future__ import annotations
 
+import json
+import random
 import re
 import shutil
 import time
@@ -29,13 +33,16 @@ from pathlib import Path
 
 from fmlab.labs import Lab
 from fmlab.labs.world import fresh_folder
-from fmlab.labs.zoo_cases import CAUSES, FIRST_MINUTE, FIXES, QUOTED, READ
+from fmlab.labs.zoo_cases import CAUSES, FIRST_MINUTE, FIXES, KINDS, QUOTED
 
 LAB = Lab("lab 08b", ["ex1_quoted_cases", "ex2_live_drills", "ex3_hung_rank_from_traces"])
 
 COLLECTIVE_TIMEOUT = 3  # seconds the hung-rank drill's survivor waits (600 in a real job)
 DRILL_TIMEOUT = 120  # seconds any one drill may run before it is killed whole
 STEPS, FAULT_STEP = 4, 3  # the drills train 4 steps; the fault strikes before step 3 (after 2 checkpoints)
+DRILLS = ("hang", "kill", "damaged", "refused")  # the order they run in (the damage drill needs the kill drill's)
+DRILL_SEED = 5  # draws the order they are shown in, and so their ids: drill_1 is the first shown
+MONTH_S = 30 * 86400  # the refused request's MaxRuntimeInSeconds: a month, above SageMaker's 28 days
 
 
 # ---------------------------------------------------------------- showing the cases
@@ -52,20 +59,24 @@ def show_lists() -> None:
 
 
 def show_quoted() -> None:
-    """Print every quoted case: its id, what the job was, the excerpt and where it was reported."""
+    """Print every quoted case: its id, what the job was, what the excerpt is, the excerpt and its thread."""
     for case in QUOTED:
         print(f"=== {case.id}: {case.title}")
+        print(f"    [{case.kind}: {KINDS[case.kind]}]")
         if case.context:
             print(f"    ({case.context})")
         for line in case.excerpt.splitlines():
             print(f"    | {line}")
-        print(f"    source: {case.source} (posted {case.posted}; read {READ})\n")
+        print(f"    source: {case.source} (posted {case.posted}; read {case.read})\n")
 
 
 def show_sources() -> None:
-    """The public threads every quoted case comes from, one per line."""
+    """The public threads every quoted case comes from, one per line, with what each excerpt is; where the fix
+    the lab names is the course's and not the thread's, what the thread did."""
     for case in QUOTED:
-        print(f"  {case.id:24} {case.source} (posted {case.posted})")
+        print(f"  {case.id:24} {case.source} (posted {case.posted}; {case.kind})")
+        if case.thread_fix:
+            print(f"  {'':24} the fix named is the course's, not the thread's: {case.thread_fix}")
 
 
 def show_first_minute() -> None:
@@ -124,8 +135,9 @@ def check_quoted(diagnosis) -> bool:
     cases = {c.id: (c.cause, c.fixes) for c in QUOTED}
     return _report("ex1_quoted_cases", diagnosis, cases,
                    "the first ERROR/WARN line names the layer that failed (NCCL/OFI = network, ResourceLimitExceeded "
-                   "= your account, CapacityError = AWS, ImportError = the image, a watchdog = a peer that never "
-                   "came); pick keys from lab08b.show_lists()")
+                   "= your account, CapacityError = AWS, ImportError = the image, a watchdog = a peer that did not come "
+                   "in time: stuck, or busy alone for longer than the timeout); pick keys from "
+                   "lab08b.show_lists()")
 
 
 # ---------------------------------------------------------------- the live drills
@@ -135,7 +147,7 @@ def check_quoted(diagnosis) -> bool:
 class Drill:
     """One failure made to happen here: what the learner sees, and what actually happened."""
 
-    id: str
+    id: str  # neutral: drill_1 ... drill_4, in the order shown
     what: str  # what was run, in words (not the fault: the learner works that out)
     log: list[str]  # the lines a person on call would read
     happened: str  # the cause, read back from the drill itself ("" when it did not reproduce)
@@ -144,6 +156,7 @@ class Drill:
     nccl_words: str = ""  # what the same failure says on GPUs with NCCL, where gloo's words differ
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    made: str = ""  # which of DRILLS it is: the lab's bookkeeping (the learner reads the log, not this)
 
 
 _KEEP = re.compile(r"error|timed out|connection closed|exitcode|SIGTERM|SIGKILL|Signal|rank\s+:", re.IGNORECASE)
@@ -165,63 +178,85 @@ def survivor_lines(text: str, limit: int = 12) -> list[str]:
     return out[:limit]
 
 
+def traced_errors(folder: Path) -> list[str]:
+    """The error each surviving rank recorded in its collective trace (rank-N.json's `failure`), first line,
+    shortened. A survivor that torchrun stops before it prints (a dead peer: torchrun sends the others SIGTERM
+    at once) leaves its own words only here."""
+    out = []
+    for path in sorted(Path(folder).glob("rank-*.json")) if Path(folder).is_dir() else []:
+        try:
+            trace = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        error = ((trace.get("failure") or {}).get("error") or "").splitlines()
+        if error:
+            said = re.sub(r"^\[\S*/gloo/", "[.../gloo/", error[0].split(" This is typically")[0])
+            out.append(f"rank {trace.get('rank')} (its trace, {path.name}): {said}")
+    return out
+
+
 def _fault_line(text: str) -> str:
     return next((ln for ln in text.splitlines() if ln.startswith("fault:")), "")
 
 
 def _train_args(data: str, checkpoints: Path) -> list[str]:
+    """The two training drills run the same command; only the fault differs, and the log shows which."""
     return ["--model", "tiny", "--data", data, "--max-steps", str(STEPS), "--micro-batch", "2",
             "--warmup-steps", "1", "--log-every", "1", "--tensorboard", "false", "--checkpoint-every", "1",
-            "--checkpoint-dir", str(checkpoints)]
+            "--checkpoint-dir", str(checkpoints), "--collective-timeout", str(COLLECTIVE_TIMEOUT)]
 
 
-def _hang_drill(data: str, base: Path) -> Drill:
+_TRAINING = (f"2 processes training the tiny Llama: {STEPS} steps, a checkpoint every step, collective timeout "
+             f"{COLLECTIVE_TIMEOUT} s")
+
+
+def _hang_drill(data: str, base: Path, drill_id: str) -> Drill:
     from fmlab.train.local import torchrun_train
 
     run = torchrun_train(2, [*_train_args(data, base / "hang-ck"), "--fault", "hang", "--fault-step",
-                             str(FAULT_STEP), "--fault-rank", "1", "--collective-timeout", str(COLLECTIVE_TIMEOUT)],
-                         base / "hang-out", timeout=DRILL_TIMEOUT)
+                             str(FAULT_STEP), "--fault-rank", "1"], base / "hang-out", timeout=DRILL_TIMEOUT)
     text = run.stdout + "\n" + run.stderr
     fault = _fault_line(text)
     timed_out = bool(re.search(r"timed out|Timed out waiting", text))
     happened = "hung_rank" if ("hangs" in fault and timed_out and run.returncode != 0) else ""
-    return Drill("live_hang", f"2 processes training the tiny Llama, collective timeout {COLLECTIVE_TIMEOUT} s",
-                 survivor_lines(text), happened,
+    return Drill(drill_id, _TRAINING, survivor_lines(text), happened,
                  f"the victim printed {fault!r}; the survivor timed out: {timed_out}; exit code {run.returncode}",
                  ("find_straggler",),
                  nccl_words="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=ALLREDUCE, "
                             "Timeout(ms)=600000) ran for 600020 milliseconds before timing out (quoted case q04)",
-                 seconds=run.seconds, extra={"traces": base / "hang-out" / "collective-traces"})
+                 seconds=run.seconds, extra={"traces": base / "hang-out" / "collective-traces"}, made="hang")
 
 
-def _kill_drill(data: str, base: Path) -> Drill:
+def _kill_drill(data: str, base: Path, drill_id: str) -> Drill:
     from fmlab.train.local import torchrun_train
 
     run = torchrun_train(2, [*_train_args(data, base / "kill-ck"), "--fault", "kill", "--fault-step",
                              str(FAULT_STEP), "--fault-rank", "1"], base / "kill-out", timeout=DRILL_TIMEOUT)
     text = run.stdout + "\n" + run.stderr
     fault = _fault_line(text)
-    closed = "Connection closed by peer" in text or "Connection reset" in text
+    traces = base / "kill-out" / "collective-traces"
+    traced = traced_errors(traces)  # torchrun stops the survivor before it prints: its words are in its trace
+    closed = bool(re.search(r"Connection (closed|reset) by peer", text + "\n".join(traced)))
     happened = "dead_rank" if ("killed" in fault and run.returncode != 0) else ""
-    return Drill("live_kill", "2 processes training the tiny Llama, a checkpoint every step", survivor_lines(text),
-                 happened, f"the victim printed {fault!r}; the survivor saw the connection close: {closed}; "
+    return Drill(drill_id, _TRAINING, survivor_lines(text) + traced, happened,
+                 f"the victim printed {fault!r}; the survivor saw the connection close or reset: {closed}; "
                  f"exit code {run.returncode}", ("restart_from_checkpoint",),
                  nccl_words="DistBackendError: NCCL error ... remote process exited or there was a network error "
                             "(ncclRemoteError; quoted case q06)",
-                 seconds=run.seconds, extra={"checkpoints": base / "kill-ck",
-                                             "traces": base / "kill-out" / "collective-traces"})
+                 seconds=run.seconds, extra={"checkpoints": base / "kill-ck", "traces": traces}, made="kill")
 
 
-def _damage_drill(killed: Drill, base: Path) -> Drill:
+def _damage_drill(killed: Drill, base: Path, drill_id: str) -> Drill:
     from fmlab.checkpoint import complete_checkpoints, damage, newest_intact
 
     start = time.perf_counter()
     folder = base / "damaged-ck"
     shutil.copytree(killed.extra["checkpoints"], folder)
     saved = complete_checkpoints(folder)
+    what = f"{killed.id}'s checkpoint folder, copied back as after a restart; a resume opens it"
     if not saved:
-        return Drill("live_damaged", "the killed run's checkpoints", ["(the killed run left no checkpoint)"], "",
-                     "no checkpoint to damage", ("fallback_checkpoint",))
+        return Drill(drill_id, what, [f"({killed.id} left no checkpoint)"], "", "no checkpoint to damage",
+                     ("fallback_checkpoint",), made="damaged")
     newest = saved[-1]
     shard = sorted(newest.path.glob("*.distcp"))[0]
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 3])  # as a copy cut short would leave it
@@ -229,13 +264,12 @@ def _damage_drill(killed: Drill, base: Path) -> Drill:
     chosen, notes = newest_intact(folder)
     lines = [f"resume: {note}" for note in notes] + [f"resume: resuming from {chosen.name if chosen else 'nothing'}"]
     happened = "damaged_checkpoint" if problems and chosen is not None and chosen != newest.path else ""
-    return Drill("live_damaged", f"the killed run's checkpoint folder, copied back as after a restart; a resume "
-                 f"opens it ({len(saved)} complete checkpoints)", lines, happened,
+    return Drill(drill_id, f"{what} ({len(saved)} complete checkpoints)", lines, happened,
                  f"{newest.path.name}'s files checked against its marker: {'; '.join(problems) or 'intact'}",
-                 ("fallback_checkpoint",), seconds=time.perf_counter() - start)
+                 ("fallback_checkpoint",), seconds=time.perf_counter() - start, made="damaged")
 
 
-def _refused_drill() -> Drill:
+def _refused_drill(drill_id: str) -> Drill:
     from fmlab.jobs.request import capture_request
     from fmlab.jobs.spec import JobSpec
     from fmlab.sandbox.service import submit
@@ -245,7 +279,9 @@ def _refused_drill() -> Drill:
     spec = JobSpec("zoo-refused", distribution="torchrun", processes_per_host=8, instance_type="ml.p4d.24xlarge",
                    instance_count=16, hyperparameters={"model": "gpt-30b"})
     request = capture_request(spec).request
-    request["ResourceConfig"]["InstanceType"] = "ml.p4d.24xlarg"  # one letter lost in a copy and paste
+    # A month for a month-long run, in one job: SageMaker stops MaxRuntimeInSeconds at 28 days (fmlab.service.rules,
+    # rule "max-runtime", from the API reference of StoppingCondition; the API model itself carries only min 1).
+    request["StoppingCondition"]["MaxRuntimeInSeconds"] = MONTH_S
     try:
         name = submit(request, start=False)
         refused, lines = [], [f"the sandbox accepted the job {name}"]
@@ -253,22 +289,31 @@ def _refused_drill() -> Drill:
         refused = [p.field for p in e.problems]
         lines = [line for line in str(e).splitlines() if line.strip()]
     happened = "invalid_request" if refused else ""
-    return Drill("live_refused", "a 16 x p4d CreateTrainingJob request, edited by hand before sending", lines,
-                 happened, f"fields refused before anything ran: {', '.join(refused) or 'none'}", ("fix_request",),
-                 nccl_words="on AWS: botocore raises ClientError (ValidationException) from CreateTrainingJob",
-                 seconds=time.perf_counter() - start)
+    return Drill(drill_id, "a 16 x p4d CreateTrainingJob request for the 30B run, edited by hand before sending",
+                 lines, happened, f"fields refused before anything ran: {', '.join(refused) or 'none'}",
+                 ("fix_request",),
+                 nccl_words="on AWS the same request fails in CreateTrainingJob itself (botocore raises a "
+                            "ClientError): no job exists, nothing is billed",
+                 seconds=time.perf_counter() - start, made="refused")
 
 
-def run_drills(work: str | Path) -> dict[str, Drill]:
-    """Make four failures happen here and return what each showed and what actually happened."""
+def drill_order(seed: int = DRILL_SEED) -> list[str]:
+    """The drills (DRILLS) in the order they are shown, drawn from `seed`: drill_1 is the first of them."""
+    return random.Random(seed).sample(DRILLS, len(DRILLS))
+
+
+def run_drills(work: str | Path, seed: int = DRILL_SEED) -> dict[str, Drill]:
+    """Make four failures happen here and return what each showed and what actually happened, under neutral ids
+    (drill_1 ...) in an order drawn from `seed`."""
     from fmlab.data import course_dataset
 
+    ids = {made: f"drill_{n}" for n, made in enumerate(drill_order(seed), 1)}
     base = fresh_folder(work, "drills")
     data = str(course_dataset(seq_len=128, vocab_size=512))
-    hang = _hang_drill(data, base)
-    kill = _kill_drill(data, base)
-    drills = [hang, kill, _damage_drill(kill, base), _refused_drill()]
-    return {d.id: d for d in drills}
+    hang = _hang_drill(data, base, ids["hang"])
+    kill = _kill_drill(data, base, ids["kill"])
+    drills = [hang, kill, _damage_drill(kill, base, ids["damaged"]), _refused_drill(ids["refused"])]
+    return {d.id: d for d in sorted(drills, key=lambda d: int(d.id.split("_")[1]))}
 
 
 def show_drills(drills: dict[str, Drill]) -> None:
@@ -330,18 +375,18 @@ def trace_cases(drills: dict[str, Drill], work: str | Path) -> dict[str, TraceCa
     from fmlab.parallel.hangs import analyze, load_traces
 
     cases: dict[str, TraceCase] = {}
-    for drill_id, what in (("live_hang", "exercise 2's hang drill (torchrun, 2 processes)"),
-                           ("live_kill", "exercise 2's kill drill (torchrun, 2 processes)")):
-        folder = drills.get(drill_id, Drill("", "", [], "", "", ())).extra.get("traces")
-        if folder is None or not Path(folder).is_dir():
+    for drill in drills.values():
+        folder = drill.extra.get("traces")
+        if drill.made not in ("hang", "kill") or folder is None or not Path(folder).is_dir():
             continue  # the survivor was stopped before it wrote a trace (a kill races torchrun's teardown)
         report = analyze(load_traces(folder), 2)
         if report.ranks == [1] and report.collective:
-            cases[drill_id] = TraceCase(drill_id, what, Path(folder), 2, 1, _seq_of(report.collective), FAULT_STEP)
+            cases[drill.id] = TraceCase(drill.id, f"exercise 2's {drill.id} (torchrun, 2 processes)", Path(folder),
+                                        2, 1, _seq_of(report.collective), FAULT_STEP)
     base = fresh_folder(work, "traces")
-    for case_id, kind, world, rank, step, what in (
-            ("hang_4", "hang", 4, 3, 2, "4 forked gloo processes, 2 all-reduces per step"),
-            ("skip_3", "skip", 3, 0, 3, "3 forked gloo processes, 2 all-reduces per step")):
+    for case_id, kind, world, rank, step, what in (  # ids name the world, not the fault
+            ("forked_4", "hang", 4, 3, 2, "4 forked gloo processes, 2 all-reduces per step"),
+            ("forked_3", "skip", 3, 0, 3, "3 forked gloo processes, 2 all-reduces per step")):
         drill = run_drill(kind, base / case_id, world_size=world, rank=rank, step=step, timeout=2.0)
         if drill.report.ranks == [rank] and drill.report.collective:
             cases[case_id] = TraceCase(case_id, what, drill.folder, world, rank, _seq_of(drill.report.collective),

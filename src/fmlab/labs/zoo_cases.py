@@ -1,14 +1,19 @@
 """The failure zoo's data: the fixed lists of causes and fixes, and the quoted cases of lab 08b.
 
-Each quoted case is a short log excerpt from a public issue thread (quoted as its author posted it, trimmed to
-the lines that matter, host names and long paths shortened with `...`), the thread's address, the date of the
-post, and the cause and fix the thread's resolution (or the maintainers' answer) points to. `FIRST_MINUTE`
-says how to recognise the five most common in the first minute of reading a log; deck 08 shows the same five.
+Each quoted case is a short excerpt from a public issue thread (quoted as its author posted it, trimmed to the
+lines that matter, host names and long paths shortened with `...`), the thread's address, the date of the post,
+and the cause and fix the thread's resolution (or the maintainers' answer) points to. Its `kind` says what the
+excerpt is (`KINDS`): most are the failed job's own log lines; three threads give no log line, only the
+reporter's words, and are quoted as prose; one log comes from a job unlike the case's (`context` says how).
+Where the fix named is the course's and not the thread's, `thread_fix` says what the thread itself did.
+`FIRST_MINUTE` says how to recognise the five most common in the first minute of reading a log; deck 08 shows
+the same five.
 
     from fmlab.labs.zoo_cases import CAUSES, FIXES, QUOTED
     [c.id for c in QUOTED]
 
-Read 2026-11-24 with the course's search tools (the `issues` corpus of public GitHub threads).
+Read 2026-11-24 with the course's search tools (the `issues` corpus of public GitHub threads); q18, the kinds,
+q01's context and q08's `thread_fix` 2026-11-26.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ CAUSES = {
     "nccl_socket_fallback": "NCCL is not using EFA: it fell back to TCP sockets (plugin missing, or EFA not enabled)",
     "no_efa_device": "aws-ofi-nccl (the EFA plugin) was loaded on an instance or container without an EFA device",
     "hung_rank": "one rank never joined a collective (hung, frozen, deadlocked); the others waited out the timeout",
+    "rank_alone": "one rank worked alone longer than the collective timeout (rank-0 evaluation or save, an uneven "
+                  "last batch): nothing is broken, the others waited for it in their next collective",
     "dead_rank": "a peer process died (killed, crashed, its node lost) while the others were in a collective",
     "host_oom_save": "host (CPU) memory ran out while one rank gathered the full model state to save it",
     "gpu_oom_save": "GPU memory ran out while gathering the full (unsharded) parameters to save them",
@@ -45,6 +52,15 @@ FIXES = {
                     "EFA the plugin's warning is not the failure: look further down the log",
     "find_straggler": "find the rank that never arrived (0% GPU, its last log line, py-spy dump), replace its node and "
                       "restart from the newest complete checkpoint; keep a collective timeout so a hang fails fast",
+    # torch 2.13's docstrings: DistributedSampler with drop_last=False (the default) 'will add extra indices to
+    # make the data evenly divisible' (torch/utils/data/distributed.py); DistributedDataParallel.join() is a
+    # 'Context manager for training with uneven inputs across processes in DDP' (torch/nn/parallel/
+    # distributed.py); init_process_group's timeout applies to the group's collectives.
+    # notebooks/08_retries_and_hangs.ipynb section 3: a rank may legitimately work alone for minutes.
+    "share_or_wait_longer": "spread the lone work over every rank (each evaluates or saves its own shard), give "
+                            "every rank the same number of batches (DistributedSampler pads by default; DDP's "
+                            "join() for uneven inputs), or give that phase a longer timeout (init_process_group("
+                            "timeout=...)); no node is at fault, so replacing one does not help",
     "restart_from_checkpoint": "read the first failing rank's own log for the real error, replace the node if it is "
                                "the hardware, and let the job restart from its newest complete checkpoint",
     "sharded_save": "save sharded (torch.distributed.checkpoint: every rank writes its own shards) and consolidate "
@@ -69,6 +85,14 @@ FIXES = {
 }
 
 
+# What a case's excerpt is.
+KINDS = {
+    "log": "the failed job's own log lines",
+    "prose": "the reporter's words: the thread quotes no log line for it",
+    "log, another job": "real log lines, from a job unlike the case's (its context says how)",
+}
+
+
 @dataclass(frozen=True)
 class QuotedCase:
     """A real failure, as its log shows it, with where it was reported and the diagnosis the thread reached."""
@@ -81,6 +105,9 @@ class QuotedCase:
     cause: str
     fixes: tuple[str, ...]  # the fixes accepted (the first is the one the lab names)
     context: str = ""  # what the job was, when the excerpt alone does not say
+    kind: str = "log"  # a key of KINDS
+    thread_fix: str = ""  # what the thread itself did, where the fix named is the course's
+    read: str = READ  # when the thread was read
 
 
 QUOTED = [
@@ -91,8 +118,12 @@ QUOTED = [
         "NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>\n"
         "NCCL INFO Using network Socket",
         "https://github.com/NVIDIA/nccl/issues/1126", "2023-12-26", "nccl_socket_fallback", ("efa_env",),
-        context="Imagine these lines in the NCCL_DEBUG=INFO output of a 16-node p4d job: the healthy line there is "
-                "'NET/OFI Using aws-ofi-nccl' and 'Using network AWS Libfabric'."),
+        context="The thread's job ran on one machine with 2 GPUs and stuck; there these lines are harmless "
+                "(NCCL's maintainers in NVIDIA/nccl#1231, 2024-03-18: the plugin line 'is harmless'), because "
+                "GPUs of one machine talk without the network. The case asks what the same lines say where NCCL "
+                "must cross nodes, a multi-node p4d job, whose healthy lines are 'NET/OFI Using aws-ofi-nccl' "
+                "and 'Using network AWS Libfabric'.",
+        kind="log, another job"),
     QuotedCase(
         "q02_ofi_only_efa", "A SageMaker job on ml.p3.16xlarge with the PyTorch training image",
         "algo-1:249:249 [0] ofi_init:1288 NCCL WARN NET/OFI Only EFA provider is supported\n"
@@ -105,7 +136,8 @@ QUOTED = [
         "TCP sockets ... intermittent hangs during ncclCommInitRankConfig ... No error messages are produced - "
         "jobs simply hang indefinitely",
         "https://github.com/aws/sagemaker-training-toolkit/issues/240", "2026-01-16", "nccl_socket_fallback",
-        ("efa_env",), context="The toolkit sets FI_PROVIDER=efa only for the instance types on its list."),
+        ("efa_env",), context="The toolkit sets FI_PROVIDER=efa only for the instance types on its list.",
+        kind="prose"),
     QuotedCase(
         "q04_watchdog_timeout", "A collective that never completes",
         "[rank1]:[E626 06:24:44] ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
@@ -138,7 +170,11 @@ QUOTED = [
         "SIGKILL on save steps\n... it's due to system memory running out (and then when it tries to save, it "
         "crashes)",
         "https://github.com/huggingface/accelerate/issues/2722", "2024-04-30", "host_oom_save", ("sharded_save",),
-        context="torchrun reports the worker as 'exitcode: -9 ... Signal 9 (SIGKILL)': the kernel's OOM killer."),
+        context="torchrun reports the worker as 'exitcode: -9 ... Signal 9 (SIGKILL)': the kernel's OOM killer.",
+        kind="prose",
+        thread_fix="the reporter got out by 'setting `zero3_init_flag` to `false`' (no DeepSpeed zero.Init), "
+                   "which 'frees up just enough RAM to be able to save the model?' (2024-04-30); the course's "
+                   "fix removes the gather of the full state on one host instead of making room for it"),
     QuotedCase(
         "q09_cuda_oom_gather", "FSDP fine-tuning on A100 40 GB: training finishes, then the save",
         "fully_sharded_data_parallel.py:2224: UserWarning: Failed to clone() tensor with name lm_head.weight. ... "
@@ -160,9 +196,11 @@ QUOTED = [
         "https://github.com/DIAGNijmegen/rse-grand-challenge/issues/2631", "2022-08-08", "capacity",
         ("capacity_plan",)),
     QuotedCase(
-        "q12_import_fully_shard", "An FSDP2 script in an environment with PyTorch older than 2.4",
+        "q12_import_fully_shard", "An FSDP2 script in an environment with PyTorch older than 2.6",
         "ImportError: cannot import name 'fully_shard' from 'torch.distributed.fsdp'",
-        "https://github.com/EleutherAI/bergson/issues/257", "2026-04-30", "image_too_old", ("newer_image",)),
+        "https://github.com/EleutherAI/bergson/issues/257", "2026-04-30", "image_too_old", ("newer_image",),
+        context="fully_shard is public in torch.distributed.fsdp from PyTorch 2.6 (pytorch/pytorch PR #141868; "
+                "fmlab.service.features, 'fsdp2')."),
     QuotedCase(
         "q13_import_dtensor", "Current transformers in an image that pins PyTorch 2.4.0",
         "ImportError: cannot import name 'DTensor' from 'torch.distributed.tensor'",
@@ -171,7 +209,7 @@ QUOTED = [
         "q14_loss_nan", "nanoGPT on 4 x V100 with dtype float16",
         "I got the nan issue (as #136), even reducing learning rate to `1e-5`, after ~6000 iters. I'm not sure if "
         "this is caused by the dtype `float16` I used\n...\nI've tried `float32` and there is no nan issue.",
-        "https://github.com/karpathy/nanoGPT/issues/167", "2023-02-20", "diverged", ("rewind",)),
+        "https://github.com/karpathy/nanoGPT/issues/167", "2023-02-20", "diverged", ("rewind",), kind="prose"),
     QuotedCase(
         "q15_size_mismatch", "A full state dict loaded into an FSDP2 + TP model on a (2, 4) mesh",
         "Error(s) in loading state_dict for Linear:\n\tsize mismatch for weight: copying a param with shape "
@@ -187,13 +225,23 @@ QUOTED = [
         "    zip_file.write_record(name, storage.data_ptr(), num_bytes)\n"
         "OSError: [Errno 28] No space left on device",
         "https://github.com/databrickslabs/dolly/issues/139", "2023-04-29", "disk_full", ("bigger_disk",)),
+    QuotedCase(
+        "q18_eval_on_one_gpu", "Multi-GPU training, evaluation on a single GPU",
+        "[E ProcessGroupNCCL.cpp:587] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL("
+        "OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802157 milliseconds before timing out.",
+        "https://github.com/huggingface/accelerate/issues/223", "2021-12-31", "rank_alone",
+        ("share_or_wait_longer",),
+        context="The reporter: 'we run into a timeout when we evaluate for more than 30 minutes on a single GPU'; "
+                "the job's collective timeout was 30 minutes (Timeout(ms)=1800000).", read="2026-11-26"),
 ]
 
 # How to recognise the five most common in the first minute (deck 08 shows the same five).
 FIRST_MINUTE = [
     ("hung_rank", "Watchdog caught collective operation timeout ... ran for 600000+ ms",
-     "every rank reports the same SeqNum; one node sits at 0% GPU; its last log line is older than the others'"),
-    ("dead_rank", "remote process exited or there was a network error / Connection closed by peer",
+     "every rank reports the same SeqNum; one node sits at 0% GPU; its last log line is older than the others'; "
+     "if that rank was busy alone (rank-0 evaluation or save, an uneven last batch) nothing hung: the timeout "
+     "was shorter than its work"),
+    ("dead_rank", "remote process exited or there was a network error / gloo: Connection reset (or closed) by peer",
      "one rank's log ends early with its own error or nothing (exitcode -9 = SIGKILL); read that log first"),
     ("nccl_socket_fallback", "NCCL_DEBUG=INFO: 'Using network Socket', 'No plugin found (libnccl-net.so)'",
      "grep the first minute of the log for 'NET/OFI' or 'Libfabric': absent on an EFA instance = no EFA"),

@@ -13,7 +13,8 @@ Each optimizer step takes train_batch_size sequences per data-parallel replica: 
 cuts them into num_microbatches micro-batches (`model.run_train`); without, they are gradient-accumulation steps.
 The learning rate warms up linearly, then follows a cosine to a tenth of --lr. Every --log_every steps rank 0
 prints `step=.. loss=.. lr=.. tokens_per_s=..` (fmlab.train.log, the format SageMaker's metric regexes read);
-every --checkpoint_freq steps and at the end it saves with NxD's `save_checkpoint` (tag step_N).
+every --checkpoint_freq steps and at the end it saves with NxD's `save_checkpoint` (tag step_N). It trains in bf16
+unless --dtype fp32: the model is cast to bfloat16 before the optimizer is built (see DTYPES).
 
 torch_xla and neuronx_distributed exist only in the Neuron containers, so they are imported inside functions;
 `main` stops with a clear message where they are missing.
@@ -44,6 +45,13 @@ TRAINIUM_ONLY = ("runs only on Trainium: torch_xla / neuronx_distributed are not
                  "fmlab.neuron.job on ml.trn1")
 
 
+# Training precision. Neuron 2.24 was the last release to honour XLA_DOWNCAST_BF16 (fmlab.neuron.job), which made
+# torch-xla keep float32 tensors as bf16 on the device; on newer images only the script can make the run bf16, so it
+# casts the model itself (model.to(torch.bfloat16), the alternative to autocast that Neuron's end-of-support notice
+# names). Without it the pinned trn1 job would train in fp32, not in the bf16 its plan and price assume.
+DTYPES = ("bf16", "fp32")
+
+
 class NeuronTrainError(ValueError):
     """A setting the trn1 training script cannot run with, and what to change."""
 
@@ -65,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--checkpoint_freq", type=int, default=100, help="save every N steps (0: only at the end)")
     add("--num_kept_checkpoints", type=int, default=2)
     add("--activation_checkpointing", choices=("full", "none"), default="full")
+    add("--dtype", choices=DTYPES, default="bf16",
+        help="bf16 (default): the model is cast to bfloat16 before training, as the plan and its price assume; "
+             "fp32 trains in float32 (for checks on a CPU)")
     add("--pretrained_weight_dir", default="/opt/ml/input/data/weights")
     add("--model_config", default=None, help="HF config.json (default: <pretrained_weight_dir>/config.json)")
     add("--checkpoint_dir", default="/opt/ml/checkpoints/nxd")
@@ -245,6 +256,8 @@ def train(run: Run) -> int:
     config = _nxd_config(run)
     spec = LlamaSpec.from_config(run.config, bool(a.qkv_linear), a.kv_replicator)
     model = initialize_parallel_model(config, NxdLlamaForCausalLM, spec)
+    if a.dtype == "bf16":
+        model.to(torch.bfloat16)  # before the optimizer and the weights: both then hold bf16 parameters
     named = list(model.named_parameters())
     groups = [{"params": [p for _, p in named if p.ndim >= 2], "weight_decay": 0.1},  # no decay on the norms
               {"params": [p for _, p in named if p.ndim < 2], "weight_decay": 0.0}]

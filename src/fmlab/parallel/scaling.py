@@ -3,7 +3,8 @@ traffic. Pure arithmetic for notebooks 05 and 06.
 
     global_batch_tokens(2048, tp=8, micro_batch=1, seq_len=4096)   # TP shrinks the data-parallel degree
     bubble_fraction(stages=6, microbatches=24)                     # 0.208: idle time / ideal time
-    hybrid_traffic(30e9, world=128, shard_degree=8)                # bytes each GPU sends per step
+    hybrid_traffic(30e9, world=128, shard_degree=8)                # bytes per step: NVLink per GPU, EFA per node
+    step_communication(30e9, 128, 64, 2048, 1.9e11, 312, 400)      # EFA seconds against compute seconds
 
 Sources:
 - pipeline bubble, (p - 1) / m, and (p - 1) / (v * m) with v interleaved stages per device: Narayanan et al.
@@ -11,7 +12,10 @@ Sources:
 - ring collectives: an all-gather or reduce-scatter of S bytes over n ranks sends (n - 1) / n * S per rank,
   an all-reduce twice that (Patarasuk and Yuan 2009; the NCCL performance notes use the same factors).
 - ZeRO-3 / FSDP traffic per step: all-gather in the forward, all-gather in the backward, reduce-scatter of the
-  gradients: 3 x the parameters (Rajbhandari et al. 2020, section 7.2.2).
+  gradients: 3 x the parameters (Rajbhandari et al. 2020, section 7.2.2); fmlab's FSDP2 gathers bf16 and reduces
+  in fp32 (fmlab.parallel.precision's MixedPrecisionPolicy), so 2 + 2 + 4 bytes per parameter.
+- NCCL builds its rings through the GPUs of a node (NVLink) before crossing to the next node, so a ring leaves
+  each node once: NVIDIA's NCCL documentation, "NCCL_CROSS_NIC" and the ring/tree topology notes, read 2026-11-26.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import global_batch_tokens  # the one formula; module 7's layout rule uses it too
 
 __all__ = ["bubble_fraction", "global_batch_tokens", "gpipe_schedule", "hybrid_traffic", "smallest_tp_for_batch",
-           "three_d_layout"]
+           "step_communication", "three_d_layout"]
 
 
 def smallest_tp_for_batch(devices: int, max_tokens: int, seq_len: int = 4096, micro_batch: int = 1,
@@ -68,20 +72,42 @@ def three_d_layout(replicas: int, pp: int = 6, tp: int = 4, layers: int = 6, gpu
 
 
 def hybrid_traffic(params: float, world: int, shard_degree: int, gpus_per_node: int = 8,
-                   bytes_per_param: int = 2) -> dict[str, float]:
-    """Bytes one GPU sends per training step under hybrid sharding, split into inside the node (NVLink) and
-    between nodes (EFA), and the model-state bytes it keeps (16 per parameter / shard degree).
+                   gather_bytes: int = 2, reduce_bytes: int = 4) -> dict[str, float]:
+    """Bytes per training step under hybrid sharding as fmlab's engine runs it (FSDP2: bf16 all-gathers, fp32
+    reduce-scatter and all-reduce): what each GPU sends inside its node (NVLink), what each node sends out of its
+    EFA interfaces, and the model-state bytes each GPU keeps (16 per parameter / shard degree).
 
-    Inside a shard group: all-gather (forward), all-gather (backward), reduce-scatter: 3 (D-1)/D x P x b.
-    Across the R = world / D replicas: all-reduce of this rank's gradient shard: 2 (R-1)/R x P x b / D.
-    A shard group that spans nodes sends its group traffic between nodes too.
+    Per GPU, inside a shard group of D: two all-gathers (forward, backward) and a reduce-scatter,
+    (2 * gather + reduce) (D-1)/D x P bytes; across the R = world / D replicas, the all-reduce of its fp32 gradient
+    shard, 2 (R-1)/R x P x reduce / D.
+    Per node: NCCL's rings pass through a node's GPUs over NVLink and leave it once per ring, so a collective
+    group with g of the node's GPUs in it sends one GPU's ring traffic out of the node for those g GPUs: a shard
+    group that spans nodes (all 8 of a node's GPUs in it) sends one GPU's group traffic per node, not 8 times
+    that; the replica all-reduce, whose groups take one GPU per shard group, leaves the node once per group the
+    node's GPUs belong to.
     """
     if shard_degree < 1 or world % shard_degree:
         raise PlanError(f"shard degree {shard_degree} must divide the world of {world}")
-    d, r, size = shard_degree, world // shard_degree, params * bytes_per_param
-    group = 3 * (d - 1) / d * size
-    replicas = 2 * (r - 1) / r * size / d
+    d, r = shard_degree, world // shard_degree
+    group = (2 * gather_bytes + reduce_bytes) * (d - 1) / d * params
+    replicas = 2 * (r - 1) / r * params * reduce_bytes / d
     within_node = d <= gpus_per_node and gpus_per_node % d == 0
+    # replica groups: each holds one GPU of every shard group; a node's GPUs sit in gpus_per_node / g of them,
+    # g = the node's GPUs in one replica group (gpus_per_node / D when the shard groups are smaller than a node)
+    replica_groups_per_node = d if within_node else gpus_per_node
+    spans_nodes = world > gpus_per_node
     return {"state_bytes": 16 * params / d,
             "intra_node_bytes": group if within_node else 0.0,
-            "inter_node_bytes": replicas + (0.0 if within_node else group)}
+            "node_efa_bytes": (0.0 if within_node else group) + (replicas * replica_groups_per_node
+                                                                 if spans_nodes else 0.0)}
+
+
+def step_communication(params: float, world: int, shard_degree: int, tokens_per_gpu: float, flops_per_token: float,
+                       peak_tflops: float, network_gbps: float, mfu: float = 0.4, gpus_per_node: int = 8) -> dict:
+    """A step's EFA time against its compute time: the node's bytes over its network bandwidth, and the GPU's
+    model FLOPs at `mfu` of its peak. comms_bound when the network would take longer than the compute (FSDP
+    overlaps the two, so the step takes about the larger)."""
+    t = hybrid_traffic(params, world, shard_degree, gpus_per_node)
+    efa = t["node_efa_bytes"] / (network_gbps / 8 * 1e9)
+    compute = tokens_per_gpu * flops_per_token / (peak_tflops * 1e12 * mfu)
+    return {"efa_seconds": efa, "compute_seconds": compute, "comms_bound": efa > compute, **t}

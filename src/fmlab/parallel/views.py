@@ -74,7 +74,7 @@ def saved_bytes_figure(saved: dict[str, dict], ax=None):
 
 
 def hybrid_figure(rows: list[dict], device_gb: float | None = None, ax=None):
-    """Model-state GB per GPU and inter-node GB sent per GPU per step, against the hybrid shard degree."""
+    """Model-state GB per GPU and the GB each node sends over EFA per step, against the hybrid shard degree."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -87,9 +87,9 @@ def hybrid_figure(rows: list[dict], device_gb: float | None = None, ax=None):
     ax.set_xlabel("hybrid shard degree D (GPUs per shard group)")
     ax.set_ylabel("GB per GPU")
     twin = ax.twinx()
-    twin.plot(degrees, [r["inter-node GB per GPU per step"] for r in rows], "s--", color="tab:red",
-              label="sent between nodes per step")
-    twin.set_ylabel("GB sent between nodes per GPU per step", color="tab:red")
+    twin.plot(degrees, [r["EFA GB per node per step"] for r in rows], "s--", color="tab:red",
+              label="sent out of each node per step")
+    twin.set_ylabel("GB each node sends over EFA per step", color="tab:red")
     ax.set_title("Hybrid sharding: memory against inter-node traffic")
     lines = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
     ax.legend(lines, [h.get_label() for h in lines], loc="upper center", fontsize=8)

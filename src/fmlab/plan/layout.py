@@ -336,7 +336,8 @@ def choose(rows: list[dict], max_global_batch_tokens: int = GLOBAL_BATCH_LIMIT_T
     2. then no tensor parallelism (it all-reduces activations inside every layer, twice each way);
     3. then the smallest shard degree. Not for bytes: a group of D GPUs gathers and reduce-scatters (D-1)/D of
        every layer per GPU, so groups of 64 and 128 move about the same bytes (module 5's traffic model,
-       `parallel.scaling.hybrid_traffic`), and hybrid sharding adds a cross-replica all-reduce. For the size
+       `parallel.scaling.hybrid_traffic`: per node, about one GPU's ring traffic), and hybrid sharding adds a
+       cross-replica all-reduce. For the size
        of each collective group: a ring over fewer GPUs has fewer latency steps, each layer waits for fewer
        stragglers, and the groups' collectives run side by side (the MiCS idea behind SMP's sharded data
        parallelism: shard over the smallest group that holds the states).

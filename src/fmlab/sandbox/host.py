@@ -235,14 +235,28 @@ def _files_under(folder: Path) -> list[Path]:
     return sorted(Path(root) / name for root, _, names in os.walk(folder) for name in names)
 
 
+# SageMaker's checkpoint sync, as the developer guide states it (Checkpoints in Amazon SageMaker AI,
+# https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html, read 2026-11-26): "Existing checkpoints
+# in S3 are written to the SageMaker AI container at the start of the job"; "Checkpoints added to the S3 folder
+# after the job has started are not copied to the training container"; "If a checkpoint is deleted in the
+# SageMaker AI container, it will also be deleted in the S3 folder."
+CHECKPOINT_SYNC_SOURCE = "https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html (read 2026-11-26)"
+
+
 def sync_folder(source: Path, target: Path, seen: dict[str, tuple[float, int]]) -> int:
-    """Copy files new or changed since the last call from `source` to `target` (like SageMaker's checkpoint
-    upload: additive, files are never deleted); returns how many were copied."""
+    """Copy files new or changed since the last call from `source` to `target`, and delete from `target` the
+    files this sync copied there earlier that `source` no longer has: SageMaker's checkpoint upload, which mirrors
+    a deletion in the container to S3 (CHECKPOINT_SYNC_SOURCE). So the S3 prefix holds what the folder holds: the
+    kept checkpoints, not every checkpoint ever saved, and a rename (`.incomplete-step_N` to `step_N`) becomes a
+    copy under the new name and a deletion of the old one, as S3 has no rename. A fresh `seen` ({}) deletes
+    nothing (the copy down at the start of a job). Returns how many files were copied."""
     copied = 0
     if not source.is_dir():
         return 0
+    present: set[str] = set()
     for path in _files_under(source):
         rel = path.relative_to(source).as_posix()
+        present.add(rel)
         try:
             stat = path.stat()
         except FileNotFoundError:  # the script replaced it meanwhile (an atomic rename): next round
@@ -260,4 +274,21 @@ def sync_folder(source: Path, target: Path, seen: dict[str, tuple[float, int]]) 
         os.replace(tmp, dest)
         seen[rel] = key
         copied += 1
+    for rel in sorted(set(seen) - present):
+        if (source / rel).exists():  # missed by a walk that raced a rename: still there, kept
+            continue
+        del seen[rel]
+        (target / rel).unlink(missing_ok=True)
+        _remove_empty_parents((target / rel).parent, target)
     return copied
+
+
+def _remove_empty_parents(folder: Path, stop: Path) -> None:
+    """S3 has no folders: a prefix whose last object is deleted is gone, so the local bucket drops the empty
+    folder too (and its empty parents, up to `stop`)."""
+    while folder != stop and stop in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty, or already gone
+            return
+        folder = folder.parent

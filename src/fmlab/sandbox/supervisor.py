@@ -272,8 +272,8 @@ class Supervisor:
         what = (f"{', '.join(h.name for h in lost)} replaced" if lost else "every host replaced") + \
             (f", {', '.join(kept)} rebooted" if lost and kept else "")
         cause = reason.split(". Last lines of its log:", 1)[0].splitlines()[0][:200]  # the head, not the log tail
-        self.set_status("Restarting", f"{cause}: retry {attempt} of {retries} "
-                        f"(RetryStrategy): {what}; checkpoints copied back from the checkpoint URI")
+        self.set_status("Restarting", f"{cause}. RetryStrategy attempt {attempt} of {retries}: {what}; "
+                        "checkpoints copied back from the checkpoint URI")
         self.procs = []
         for host in self.hosts:
             if host in lost or not lost:  # a replacement instance starts from nothing
@@ -316,13 +316,14 @@ class Supervisor:
         lost = (host.folder / LOST_MARKER).exists()
         kind = service_retry.failure_kind(code, host_lost=lost)
         if lost:
-            written = f"instance {host.name} was lost ({(host.folder / LOST_MARKER).read_text().strip()})"
+            mark = (host.folder / LOST_MARKER).read_text().strip().removeprefix("instance lost").strip()
+            written = f"instance {host.name} was lost {mark}".rstrip()  # e.g. "... was lost at step 8 (--fault ...)"
         elif not written:
             written = f"the entry script {service_retry.describe_exit(code)}"
         if not lost and code < 0:
             written += ("; a process that dies is the script failing, not retried by RetryStrategy "
                         f"({service_retry.SOURCE})")
-        head = f"{kind}: {written} on {host.name}"
+        head = f"{kind}: {written}" + ("" if lost else f" on {host.name}")  # a lost instance names itself
         reason = f"{head}. Last lines of its log:\n{tail}"
         if len(reason) <= FAILURE_REASON_MAX:
             return reason

@@ -22,6 +22,9 @@ Files:
 - checks.py    all of the above plus EFA settings by the image's plug-in: service_findings(request),
                refusals(request)
 - retry.py     how SageMaker classifies a failed attempt (AlgorithmError or InternalServerError) and what it retries
+- iam.py       the least-privilege execution role of a course job as an IAM policy (data read, output written,
+               checkpoints written and read back at every start, the ECR image pulled, logs, metrics), and
+               allows/missing: what a policy grants, checked against what a training job does (notebook 00)
 - launch.py    how SDK v3's MPI driver launches ranks (-np is Open MPI's total) and the settings that place N per
                instance: used by jobs.request and the sandbox alike
 

@@ -1,0 +1,35 @@
+"""The parameters of another module's notebook, read from its `parameters` cell (the one papermill overrides).
+
+A number a notebook borrows from another module comes from that module's own parameters, not typed again:
+
+    run = notebook_parameters("07_gpt30b_sharded_training.ipynb")   # {"model": "gpt-30b", "tokens": 3e11, ...}
+    compute.estimate_run(run["model"], run["tokens"], run["instance"], run["instances"], run["mfu"])
+
+These are the notebook's defaults as committed; values papermill injects into that notebook's own run are not
+seen here.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+from fmlab.environment import ROOT
+
+
+def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
+    """`name = literal` assignments of the notebook's cell tagged "parameters" (a name under notebooks/, or a path)."""
+    path = Path(notebook)
+    if not path.is_absolute() and not path.exists():
+        path = ROOT / "notebooks" / path
+    cells = json.loads(path.read_text())["cells"]
+    cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+    found: dict[str, Any] = {}
+    for node in ast.parse("".join(cell["source"])).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = ast.literal_eval(node.value)
+    return found

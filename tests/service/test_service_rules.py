@@ -297,3 +297,14 @@ def test_the_sandbox_refuses_what_preflight_refuses(local_env):
         with pytest.raises(RequestInvalid):
             sandbox.submit(broken, start=False)
     assert not list((local_env / "sandbox").glob("jobs/*"))  # refused before a job folder exists
+
+
+def test_verdicts_say_what_was_not_checked():
+    unknown = request(AlgorithmSpecification={"TrainingImage": "111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:1"})
+    [image] = [f for f in service_findings(unknown) if f.check == "image"]
+    assert image.message.startswith("not checked:") and "can start was not checked" in image.message
+    market = request(AlgorithmSpecification={"AlgorithmName": "arn:aws:sagemaker:us-east-1:123456789012:algorithm/x",
+                                             "TrainingInputMode": "File"})
+    market["AlgorithmSpecification"].pop("TrainingImage")
+    [image] = [f for f in service_findings(market) if f.check == "image"]
+    assert "brings its own image" in image.message and "no TrainingImage" not in image.message

@@ -117,7 +117,9 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "groups of the request.",
          "developer guide, 'Configure a training job with a heterogeneous cluster' (docs.aws.amazon.com/sagemaker/"
          "latest/dg/train-heterogeneous-cluster-configure.html): one image for all groups, an ml.c5 group beside a "
-         f"GPU group; the ValidationException as quoted in fmlab issue 36; {BOTOCORE_MODEL}, InstanceGroup and "
+         "GPU group; AWS's ValidationExceptions as quoted in aws/sagemaker-python-sdk PR #5564 ('InstanceType or "
+         "InstanceCount cannot be specified with InstanceGroups') and issue #5225 ('Some channels have assigned "
+         f"instance groups: ... while others not'); {BOTOCORE_MODEL}, InstanceGroup and "
          "S3DataSource.InstanceGroupNames", read="2026-11-26"),
     Rule("local-storage-kms",
          "VolumeKmsKeyId encrypts an EBS volume; instances with local NVMe storage get none, and the request is "
@@ -128,7 +130,9 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "A warm pool (KeepAlivePeriodInSeconds > 0) cannot be used with managed spot training or with a "
          "heterogeneous cluster (InstanceGroups).",
          "developer guide, 'Train Using SageMaker Managed Warm Pools', Considerations (docs.aws.amazon.com/sagemaker/"
-         "latest/dg/train-warm-pools.html#train-warm-pools-considerations), as quoted in fmlab issue 36",
+         "latest/dg/train-warm-pools.html#train-warm-pools-considerations; awsdocs/amazon-sagemaker-developer-guide "
+         "doc_source/train-warm-pools.md @b01b6e4b): 'SageMaker Managed Warm Pools cannot be used with spot "
+         "instances' and '... cannot be used with heterogeneous cluster training'",
          read="2026-11-26"),
     Rule("smp-instances",
          "SMP v2 (the smdistributed-modelparallel images, torch.sagemaker) runs on ml.p4d.24xlarge, "

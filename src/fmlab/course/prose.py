@@ -61,8 +61,7 @@ def layout_traffic(params: float, world: int, shard_degree: int, gpus_per_node: 
     smaller group is preferred all the same."""
     mine, whole = hybrid_traffic(params, world, shard_degree, gpus_per_node), hybrid_traffic(params, world, world,
                                                                                                 gpus_per_node)
-    group = 8 * (shard_degree - 1) / shard_degree * params  # bf16 gathers twice, fp32 reduce-scatter
-    full = 8 * (world - 1) / world * params
+    group, full = mine["group_bytes"], whole["group_bytes"]
     text = (f"Bytes are not the reason for the smaller group. Per GPU and step, the group of {shard_degree} "
             f"gathers and reduce-scatters {group / 1e9:,.1f} GB ((D-1)/D of every layer: two bf16 gathers and an "
             f"fp32 reduce-scatter), the whole cluster of {world} {full / 1e9:,.1f} GB: the same within "

@@ -97,6 +97,7 @@ def hybrid_traffic(params: float, world: int, shard_degree: int, gpus_per_node: 
     replica_groups_per_node = d if within_node else gpus_per_node
     spans_nodes = world > gpus_per_node
     return {"state_bytes": 16 * params / d,
+            "group_bytes": group,  # what each GPU sends in its shard group's collectives, wherever they run
             "intra_node_bytes": group if within_node else 0.0,
             "node_efa_bytes": (0.0 if within_node else group) + (replicas * replica_groups_per_node
                                                                  if spans_nodes else 0.0)}

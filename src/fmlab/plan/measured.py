@@ -24,7 +24,7 @@ SOURCE_GPU_STEP = ("benchmarks/gpu_step.py (fmlab at commit c94e1cb, whose eager
                    "weights, fused AdamW, no checkpoint or export; peak = torch.cuda.max_memory_allocated; "
                    "benchmarks/README.md, measured 2026-11-26")
 SOURCE_H100 = SOURCE_GPU_STEP.format(card="on one NVIDIA H100 80GB HBM3 (700 W)")
-SOURCE_H200_COMPILED = SOURCE_GPU_STEP.format(card="with the compiled chunked loss, on one NVIDIA H200 (700 W)")
+SOURCE_H200_COMPILED = SOURCE_GPU_STEP.format(card="on one NVIDIA H200 (700 W), after the compiled chunked loss")
 
 # The shapes measured (untied head, as fmlab.models builds a Llama)
 LLAMA_1B = ModelPreset("llama-3.2-1b-shape", "llama", hidden=2048, layers=16, heads=32, vocab=128256, seq_len=2048,

@@ -95,13 +95,9 @@ def features_of(request: dict) -> list[Feature]:
     activation_checkpointing, backend) only when the request runs the course's script (rules.runs_course_script),
     since another script's `tp` or `backend` means what that script says."""
     hps = request.get("HyperParameters") or {}
-    if not runs_course_script(request):
-        return ([FEATURES["smp"]] if _value(hps, "mp_parameters") else []) + (
-            [FEATURES["nxd"]] if "tensor_parallel_size" in hps or "pipeline_parallel_size" in hps else [])
-    out = []
-    if _value(hps, "mp_parameters"):
-        out.append(FEATURES["smp"])  # SMP's own FSDP and TP: the image's torch.sagemaker does the layout
-    else:
+    ours, smp = runs_course_script(request), bool(_value(hps, "mp_parameters"))
+    out = [FEATURES["smp"]] if smp else []  # SMP's own FSDP and TP: the image's torch.sagemaker does the layout
+    if ours and not smp:
         if _value(hps, "sharding") in ("full", "hybrid"):
             out.append(FEATURES["fsdp2"])
         tp = _value(hps, "tp")
@@ -111,7 +107,7 @@ def features_of(request: dict) -> list[Feature]:
         # SMP's recipe (mp_parameters) wraps its layers with its own checkpoint_wrapper instead
         if "selective" in (_value(hps, "activation_checkpointing"), _value(hps, "activation-checkpointing")):
             out.append(FEATURES["selective-ac"])
-    if _value(hps, "backend") == "smddp":
+    if ours and _value(hps, "backend") == "smddp":
         out.append(FEATURES["smddp"])
     if "tensor_parallel_size" in hps or "pipeline_parallel_size" in hps:
         out.append(FEATURES["nxd"])

@@ -343,7 +343,8 @@ def run_engine(setting: Setting, machine: Machine, compiled: bool, peak_tflops: 
 def batch_stream(setting: Setting, preset, device):
     """The engine's batches: the same dataset (open_dataset) in its sampler's order (seed 0, shuffled)."""
     from fmlab.data import ResumableSampler
-    from fmlab.train.loop import batches, open_dataset
+    from fmlab.train.loop import open_dataset
+    from fmlab.train.step import batches
 
     cfg = engine_config(setting, preset, False, 0.0)
     ds = open_dataset(cfg, preset.vocab)

@@ -9,8 +9,9 @@ fp32, one torch thread. The contenders, each timed per optimizer step:
 - "fmlab": fmlab.train on the preset (`tiny`: a Hugging Face Llama; `tiny-gpt`: an OPT, the GPT layout), with
   its logging (a stdout line, a JSONL record and TensorBoard scalars every --log-every steps; 10 is the engine's
   default, 1 its most expensive setting), schedule, DTensor-aware clipping, data-parallel sampler, fused AdamW,
-  and its pretraining attention (fmlab.models.use_pretraining_attention: no causal mask prepared, and for the
-  Llama an attention forward of fmlab's; the same numbers as transformers' "sdpa");
+  and its pretraining attention (fmlab.models.use_pretraining_attention: an attention function registered with
+  transformers' AttentionInterface, so no causal mask is prepared, in transformers' own attention modules; the same
+  numbers as transformers' "sdpa");
 - "bare": the loop a reader would write on the same model, data order and AdamW settings (torch's default
   AdamW implementation, clip_grad_norm_, transformers' "sdpa");
 - "nanogpt": the same model written in nanoGPT's design, with nanoGPT's step as its train.py runs it on a CPU

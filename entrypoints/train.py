@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 try:
-    from fmlab.train.loop import exit_process, main
+    from fmlab.train import exit_process, main
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from fmlab.train.loop import exit_process, main
+    from fmlab.train import exit_process, main
 
 if __name__ == "__main__":
     exit_process(main())  # flushes, then leaves without interpreter teardown (see exit_process)

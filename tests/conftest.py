@@ -98,3 +98,12 @@ def no_aws_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("FMLAB_SANDBOX_DIR", str(tmp_path / "sandbox"))
     monkeypatch.setenv("FMLAB_LOCAL_BUCKET", str(tmp_path / "bucket"))
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def course_requests():
+    """Every course job's CreateTrainingJob request, captured once per test process (each capture is ~2 s of moto).
+    Tests read them; none may change them."""
+    from fmlab.course_jobs import COURSE_JOBS, course_request
+
+    return {name: course_request(name) for name in COURSE_JOBS}

@@ -19,8 +19,11 @@ for progress bars and records) it closed an import cycle.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from fmlab.jobs.spec import JobSpec
+from fmlab.plan.parallelism import ParallelConfig
+from fmlab.train.config import TrainConfig
 
 ROLE = "arn:aws:iam::111122223333:role/fmlab-course"  # placeholders: your execution role, bucket and account
 BUCKET = "s3://fmlab-course/fmlab"
@@ -31,28 +34,75 @@ DATA = f"{BUCKET}/data/gpt2-tokens"
 
 def _efa(spec: JobSpec) -> JobSpec:
     """The spec with the EFA environment its image needs (fmlab.jobs.sharded.environment: none on the DLCs)."""
-    from dataclasses import replace
-
     from fmlab.jobs.request import training_image
     from fmlab.jobs.sharded import environment
 
     return replace(spec, environment=environment(training_image(spec)))
 
 
+# ---------------------------------------------------------------- each job's training settings
+
+SWEEP_LRS = (1e-3, 3e-3)
+
+
+def _sweep_config() -> TrainConfig:
+    """Notebook 03's base run (the tiny model, a step logged each step), before the sweep sets its lr."""
+    return TrainConfig(max_steps=40, micro_batch=8, warmup_steps=3, log_every=1, tensorboard=False)
+
+
+def _config_30b(**layout) -> TrainConfig:
+    """The 30B GPT at its context, one sequence per micro-batch, with `layout` as its ParallelConfig."""
+    return TrainConfig(model="gpt-30b", seq_len=2048, micro_batch=1, max_steps=1000, parallel=ParallelConfig(**layout))
+
+
+COURSE_CONFIGS: dict[str, Callable[[], TrainConfig]] = {
+    "sweep": lambda: replace(_sweep_config(), lr=SWEEP_LRS[0]),
+    "ddp": lambda: TrainConfig(model="llama2-7b", max_steps=1000, micro_batch=1, parallel=ParallelConfig(backend="nccl")),
+    "smddp": lambda: TrainConfig(model="llama2-7b", max_steps=1000, micro_batch=1,
+                                 parallel=ParallelConfig(backend="smddp")),
+    "fsdp": lambda: _config_30b(sharding="hybrid", hybrid_shard_degree=8, activation_checkpointing="full"),
+    "smp": lambda: _config_30b(sharding="hybrid", hybrid_shard_degree=8, activation_checkpointing="full",
+                               activation_offloading=True, offload_horizon=2),
+    "fsdp-tp": lambda: _config_30b(sharding="full", tp=2, activation_checkpointing="full"),
+    "retry": lambda: TrainConfig(model="tiny", max_steps=200, checkpoint_every=20,
+                                 parallel=ParallelConfig(sharding="full")),
+}
+
+
+def course_config(name: str) -> TrainConfig | None:
+    """The TrainConfig whose hyperparameters course job `name` sends (fmlab.train parses them back into it);
+    None for the trn1 job, which runs NxD's own script."""
+    if name == "gpt30b":
+        from fmlab.jobs.sharded import ShardedRun
+
+        return ShardedRun().config
+    if name == "gpt30b-p5":
+        from fmlab.jobs.capacity import current_stack_run
+
+        return current_stack_run("ml.p5.48xlarge", 16, P5_LAYOUT).config
+    if name == "trn2":
+        from fmlab.neuron.native import LLAMA2_70B_TRN2
+
+        return LLAMA2_70B_TRN2.config
+    course_spec(name)  # an unknown name raises with the list
+    return COURSE_CONFIGS[name]() if name in COURSE_CONFIGS else None
+
+
+# ---------------------------------------------------------------- the jobs
+
+
 def sweep_job() -> JobSpec:
     """Module 3: one job of the learning-rate sweep (notebook 03's base, a warm pool kept between jobs)."""
     from fmlab.jobs import sweep
 
-    base = JobSpec("sweep", hyperparameters={"max_steps": 40, "micro_batch": 8, "warmup_steps": 3, "log_every": 1,
-                                             "tensorboard": False},
-                   inputs={"train": DATA}, instance_type="ml.g5.xlarge", keep_alive_seconds=600, max_run_seconds=900,
-                   role=ROLE, region=REGION)
-    return sweep(base, "lr", [1e-3, 3e-3])[0]
+    base = JobSpec("sweep", hyperparameters=_sweep_config().to_hyperparameters(), inputs={"train": DATA},
+                   instance_type="ml.g5.xlarge", keep_alive_seconds=600, max_run_seconds=900, role=ROLE, region=REGION)
+    return sweep(base, "lr", list(SWEEP_LRS))[0]
 
 
 def _data_parallel(name: str, **changes) -> JobSpec:
-    fields = dict(hyperparameters={"model": "llama2-7b", "max_steps": 1000, "micro_batch": 1, "backend": "nccl"},
-                  instance_type="ml.p4d.24xlarge", instance_count=2, distribution="torchrun", inputs={"train": DATA},
+    fields = dict(hyperparameters=COURSE_CONFIGS[name]().to_hyperparameters(), instance_type="ml.p4d.24xlarge",
+                  instance_count=2, distribution="torchrun", inputs={"train": DATA},
                   checkpoint_s3_uri=f"{BUCKET}/checkpoints/{name}", max_run_seconds=86400, role=ROLE, region=REGION)
     fields.update(changes)
     return _efa(JobSpec(name, **fields))
@@ -67,38 +117,33 @@ def smddp_job() -> JobSpec:
     """Module 4: the same DDP job with SMDDP's AllReduce: mpirun (16 ranks, 8 per instance), backend smddp, on the
     last SageMaker PyTorch DLC that ships SMDDP (2.5.1, frozen)."""
     # fmlab.jobs.request builds MPI(**fmlab.service.launch.mpi_launch(8, 2)) for distribution="mpi"
-    return _data_parallel("smddp", distribution="mpi",
-                          hyperparameters={"model": "llama2-7b", "max_steps": 1000, "micro_batch": 1,
-                                           "backend": "smddp"})
+    return _data_parallel("smddp", distribution="mpi")
 
 
 def fsdp_job() -> JobSpec:
     """Module 5: FSDP2 hybrid sharding of the 30B model on 16 x p4de, in the current PyTorch DLC."""
-    return _data_parallel("fsdp", instance_type="ml.p4de.24xlarge", instance_count=16,
-                          hyperparameters={"model": "gpt-30b", "sharding": "hybrid", "hybrid_shard_degree": 8,
-                                           "activation_checkpointing": "full", "max_steps": 1000})
+    return _data_parallel("fsdp", instance_type="ml.p4de.24xlarge", instance_count=16)
 
 
 def fsdp_tp_job() -> JobSpec:
     """Module 6: FSDP2 + DTensor tensor parallelism (tp 2) on 2 x p4d."""
-    return _data_parallel("fsdp-tp", hyperparameters={"model": "gpt-30b", "sharding": "full", "tp": 2,
-                                                      "activation_checkpointing": "full", "max_steps": 1000})
+    return _data_parallel("fsdp-tp")
 
 
 def smp_job() -> JobSpec:
-    """Module 5: SMP v2 hybrid sharding with activation offloading, in the SMP v2 image (frozen at v2.8.0)."""
+    """Module 5: SMP v2 hybrid sharding with activation offloading, in the SMP v2 image (frozen at v2.8.0): SMP's
+    settings and the script's layout flags come from one ParallelConfig."""
+    from fmlab.parallel.smp import to_mp_parameters
+
     return _data_parallel("smp", instance_type="ml.p4de.24xlarge", instance_count=16, distribution="smp",
-                          smp={"hybrid_shard_degree": 8, "sm_activation_offloading": True,
-                               "activation_loading_horizon": 2},
-                          hyperparameters={"model": "gpt-30b", "activation_checkpointing": "full", "max_steps": 1000})
+                          smp=to_mp_parameters(COURSE_CONFIGS["smp"]().parallel))
 
 
 def retry_job() -> JobSpec:
     """Module 8: a sharded job with a RetryStrategy and checkpoints synced to S3 (a lost instance is retried)."""
     return JobSpec("retry", distribution="torchrun", instance_type="ml.g5.12xlarge", inputs={"train": DATA},
                    checkpoint_s3_uri=f"{BUCKET}/checkpoints/retry", max_retry_attempts=2, max_run_seconds=7200,
-                   hyperparameters={"model": "tiny", "max_steps": 200, "sharding": "full", "checkpoint_every": 20},
-                   role=ROLE, region=REGION)
+                   hyperparameters=COURSE_CONFIGS["retry"]().to_hyperparameters(), role=ROLE, region=REGION)
 
 
 def gpt30b_job() -> JobSpec:
@@ -126,15 +171,19 @@ def trn2_job() -> JobSpec:
                          checkpoint_uri=f"{BUCKET}/checkpoints/llama2-70b-trn2", role=ROLE, region="us-east-2")
 
 
+P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 11: groups of two p5 nodes
+
+
 def gpt30b_p5_job() -> JobSpec:
     """Module 11: the 30B run on today's stack (16 x p5, FSDP2 hybrid sharding over 16 GPUs, the PyTorch DLC) on a
     SageMaker training plan's reserved capacity (a placeholder plan ARN: yours comes from CreateTrainingPlan)."""
     from fmlab.jobs.capacity import current_stack_spec
     from fmlab.plan.layout import make_plan
 
-    days = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, sharding="hybrid", hybrid_shard_degree=16).days
+    days = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=P5_LAYOUT).days
     plan = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/fmlab-gpt30b"
-    return current_stack_spec(plan, DATA, f"{BUCKET}/checkpoints/gpt30b-p5", run_days=days, role=ROLE, region=REGION)
+    return current_stack_spec(plan, DATA, f"{BUCKET}/checkpoints/gpt30b-p5", parallel=P5_LAYOUT, run_days=days,
+                              role=ROLE, region=REGION)
 
 
 COURSE_JOBS: dict[str, tuple[str, Callable[[], JobSpec]]] = {

@@ -19,9 +19,10 @@ local shard with fewer heads works unchanged; OPT's reshapes with `view(bsz, -1,
 which on a shard would silently fold heads into the sequence axis, so `shard_attention_heads` divides
 `num_heads` by the tensor-parallel degree (the parity tests catch it if that is forgotten).
 
-The training engine's model attends with `use_pretraining_attention`: transformers' SDPA call without the causal
-mask "sdpa" prepares on every forward, and for the Llama an attention forward of fmlab's own (the rotary halves
-taken by one chunk); the same bits as "sdpa", and an exported model attends with "sdpa" again.
+The training engine's model attends with `use_pretraining_attention`: an attention function registered with
+transformers' public AttentionInterface (`pretraining_attention`: transformers' SDPA call without the causal mask
+"sdpa" prepares on every forward), called by transformers' own attention modules; the same bits as "sdpa", and an
+exported model attends with "sdpa" again.
 
 Importing transformers' model code costs about 4 s per process on a 2-core laptop (measured:
 `python -c "import transformers; from transformers import LlamaForCausalLM"`, 4.0-5.0 s after torch's 1-2 s);
@@ -171,57 +172,19 @@ def pretraining_attention(module, query, key, value, attention_mask, dropout: fl
     return out.transpose(1, 2).contiguous(), None
 
 
-def _rotate(x, cos, sin):
-    """Rotary positions in the half-split layout Llama checkpoints assume: the same products and sums as
-    transformers' apply_rotary_pos_emb (so the same bits), with the halves taken by one chunk instead of two slices,
-    whose backward fills a zero tensor per slice and copies into it."""
-    import torch
-
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
-
-
-def llama_pretraining_attention(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
-                                **kwargs):
-    """The forward of a Llama attention module (`self`) over whole rows: project, rotate, attend
-    (`pretraining_attention`: one causal SDPA call with grouped keys/values), project back. transformers'
-    LlamaAttention.forward does the same arithmetic through a deprecation wrapper, a cache hook and a lookup of the
-    attention function (about 1.5% of a training step on the tiny Llama on a CPU). The head count comes from the
-    projection's width (-1), so a tensor-parallel shard with fewer heads works unchanged."""
-    if cache is not None:
-        raise PretrainingAttentionError("this Llama attends whole rows for pretraining and keeps no KV cache: call "
-                                        "fmlab.models.use_pretraining_attention(model, False) before generating")
-    b, t, _ = hidden_states.shape
-    q = self.q_proj(hidden_states).view(b, t, -1, self.head_dim).transpose(1, 2)
-    k = self.k_proj(hidden_states).view(b, t, -1, self.head_dim).transpose(1, 2)
-    v = self.v_proj(hidden_states).view(b, t, -1, self.head_dim).transpose(1, 2)
-    cos, sin = (table.unsqueeze(1) for table in position_embeddings)  # [b, t, d] -> [b, 1, t, d]: every head
-    y, _ = pretraining_attention(self, _rotate(q, cos, sin), _rotate(k, cos, sin), v, None, scaling=self.scaling,
-                                 dropout=self.attention_dropout if self.training else 0.0)
-    return self.o_proj(y.reshape(b, t, -1)), None
-
-
 def use_pretraining_attention(model, enable: bool = True) -> None:
     """Train `model` with the pretraining attention: transformers' attention implementation becomes
-    `pretraining_attention` (registered with its AttentionInterface), so no causal mask is prepared, and each
-    Llama attention module runs `llama_pretraining_attention` (a method bound to that module only; other models
-    in the process keep transformers' own). Loss and gradients are bit-equal to "sdpa" (tests/test_models.py).
+    `pretraining_attention`, registered with its public AttentionInterface, so no causal mask is prepared; every
+    module's forward stays transformers' own (projections, rotary positions, the KV-cache hook), which calls the
+    registered function for the attention itself. Loss and gradients are bit-equal to "sdpa" (tests/test_models.py).
 
     For the training engine's own model only: with an implementation that builds no mask, transformers drops any
     `attention_mask` a caller passes, so padded batches would attend to their padding; generation (a KV cache) is
-    refused with a message. `enable=False` gives the model transformers' "sdpa" back. The setting is not saved with
-    the model (config.json never holds it, the module classes are transformers' own); a model loaded from an export
-    attends with "sdpa".
+    refused with a message by `pretraining_attention` once the queries are fewer than the cached keys (the first
+    decoding step after the prompt). `enable=False` gives the model transformers' "sdpa" back. The setting is not
+    saved with the model (config.json never holds it); a model loaded from an export attends with "sdpa".
     """
-    import types
-
     from transformers import AttentionInterface
 
     AttentionInterface.register(PRETRAINING_ATTENTION, pretraining_attention)
     model.set_attn_implementation(PRETRAINING_ATTENTION if enable else "sdpa")
-    if model.config.model_type == "llama":
-        for layer in decoder_layers(model):
-            if enable:
-                layer.self_attn.forward = types.MethodType(llama_pretraining_attention, layer.self_attn)
-            else:
-                layer.self_attn.__dict__.pop("forward", None)  # back to the class's forward

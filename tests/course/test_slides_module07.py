@@ -16,7 +16,6 @@ from fmlab.course.slides import read_deck
 from fmlab.parallel.scaling import hybrid_traffic
 from fmlab.plan import catalog, compute
 from fmlab.plan.layout import make_plan
-from fmlab.plan.parallelism import ParallelConfig
 
 DECK_PATH = Path(__file__).resolve().parents[2] / "slides" / "07_gpt30b_sharded_training.md"
 MODEL, INSTANCE, COUNT, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
@@ -148,7 +147,7 @@ def test_the_chain_slide_quotes_the_chain_and_its_cost(deck):
     from fmlab.jobs.guards import worst_case_chain_cost, worst_case_cost
 
     run = compute.estimate_run(MODEL, TOKENS, INSTANCE, COUNT, MFU)
-    chain = sharded.job_chain(sharded.ShardedRun(parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)), run.days, "s3://b/d", "s3://b/c")
+    chain = sharded.job_chain(sharded.ShardedRun().shrink(sharding="hybrid", hybrid_shard_degree=64), run.days, "s3://b/d", "s3://b/c")
     cost = worst_case_chain_cost(chain)
     one = worst_case_cost(chain[0].with_(max_run_seconds=30 * 86400))
     text = " ".join(deck.split())

@@ -54,7 +54,8 @@ def test_the_chosen_layout_shards_over_the_smallest_group_without_recomputation(
 
 @pytest.fixture(scope="module")
 def request_30b():
-    run = ShardedRun(parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=64), max_steps=5000)
+    run = ShardedRun().shrink(sharding="hybrid", hybrid_shard_degree=64, activation_checkpointing="none",
+                              max_steps=5000)
     spec = run.job_spec("s3://course-bucket/data/gpt2", "s3://course-bucket/checkpoints/gpt30b", role=ROLE,
                         region="us-west-2")
     return run, capture_request(spec).request
@@ -91,6 +92,9 @@ def test_the_twin_keeps_everything_but_the_sizes(request_30b):
     assert spec.environment == run.job_spec("s3://b/d", "s3://b/c").environment  # same image, same EFA settings
     assert spec.world_size() == 4 and spec.smp == {"hybrid_shard_degree": 2, "tensor_parallel_degree": 1}
     assert spec.volume_gb <= 31 and twin.tokens_per_step == 4 * 1 * 128  # a tiny model needs no big disk
+    assert twin.config.seq_len == 128 and twin.config.lr == run.config.lr  # the new model's context; the rest kept
+    with pytest.raises(TypeError, match="not a field of ShardedRun, Cluster, TrainConfig or ParallelConfig"):
+        run.shrink(nodes=2)
 
 
 def test_the_request_reads_the_held_out_loss_as_a_metric(request_30b):

@@ -11,10 +11,9 @@ from fmlab.jobs import sharded
 from fmlab.jobs.guards import worst_case_chain_cost, worst_case_cost
 from fmlab.jobs.request import capture_request
 from fmlab.plan import compute
-from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.api_model import problems_in
 
-HYBRID_64 = ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)
+HYBRID_64 = dict(sharding="hybrid", hybrid_shard_degree=64)  # the layout notebook 07 chooses
 
 ROLE = "arn:aws:iam::111122223333:role/SageMakerExecution"
 DATA, CKPT = "s3://bucket/fmlab/data/gpt2-tokens", "s3://bucket/fmlab/checkpoints/gpt30b"
@@ -27,7 +26,7 @@ def plan():
 
 @pytest.fixture(scope="module")
 def chain(plan):
-    return sharded.job_chain(sharded.ShardedRun(parallel=HYBRID_64), plan.days, DATA, CKPT, role=ROLE,
+    return sharded.job_chain(sharded.ShardedRun().shrink(**HYBRID_64), plan.days, DATA, CKPT, role=ROLE,
                              region="us-west-2")
 
 
@@ -66,7 +65,7 @@ def test_the_chain_costs_at_least_the_plan(plan, chain):
 
 
 def test_a_short_run_is_one_job_and_bad_input_is_named():
-    run = sharded.ShardedRun(parallel=HYBRID_64)
+    run = sharded.ShardedRun().shrink(**HYBRID_64)
     (one,) = sharded.job_chain(run, 10, DATA, CKPT)
     assert one.name == "gpt30b" and one.max_run_seconds == 12 * 86400
     with pytest.raises(ValueError, match="planned_days"):
@@ -80,11 +79,11 @@ def test_a_short_run_is_one_job_and_bad_input_is_named():
 
 
 def test_the_volume_line_says_what_a_p4d_has():
-    storage = sharded.ShardedRun(parallel=HYBRID_64).storage()
+    storage = sharded.ShardedRun().shrink(**HYBRID_64).storage()
     assert storage["instance storage GB"] == 8000 and storage["fits"]
     assert "NVMe" in storage["what the instance has"] and "does not use VolumeSizeInGB" in storage["what the instance has"]
     doc = botocore.session.get_session().get_service_model("sagemaker").shape_for(
         "ResourceConfig").members["VolumeSizeInGB"].documentation
     assert "NVMe" in doc and "ml.p4d" in doc
-    other = sharded.ShardedRun(instance_type="ml.g5.48xlarge", model="small-gpt").storage()
+    other = sharded.ShardedRun().shrink(instance_type="ml.g5.48xlarge", model="small-gpt").storage()
     assert other["fits"] is None and "not in the course's table" in other["what the instance has"]

@@ -14,9 +14,11 @@ import pytest
 
 from fmlab.jobs.images import image_uri, torchneuron_image_uri, torchneuron_requirements
 from fmlab.jobs.request import capture_request
+from fmlab.jobs.spec import Cluster
 from fmlab.neuron.native import COURSE_TORCH, LLAMA2_70B_TRN2, NeuronLayoutError, trn2_job_spec, trn2_problems
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.api_model import problems_in
+from fmlab.train.config import TrainConfig
 
 IMAGE = torchneuron_image_uri("111122223333", "us-east-2")
 URIS = dict(data_uri="s3://my-bucket/data", checkpoint_uri="s3://my-bucket/trn2/checkpoints")
@@ -31,7 +33,8 @@ def test_settings_are_consistent():
     s = LLAMA2_70B_TRN2
     s.check()
     assert s.processes_per_host == 64 and s.world_size == 256  # 16 Trainium2 chips x 4 logical cores, x 4 instances
-    assert (s.parallel.tp, s.data_parallel, s.grad_accum) == (4, 64, 8)  # 512 = 64 replicas x micro-batch 1 x 8 passes
+    assert (s.config.parallel.tp, s.data_parallel, s.config.grad_accum) == (4, 64, 8)
+    assert s.global_batch == 512  # 64 replicas x micro-batch 1 x 8 passes, the trn1 NxD example's batch
     assert s.tokens_per_step == 512 * 4096  # the same step as the trn1 NxD example
     assert s.torch_version == COURSE_TORCH == "2.13.0"
     assert torchneuron_requirements() == ("torch==2.13.0", "torch-neuronx==2.13.3.0.*", "neuronx-cc==2.*", "nki")
@@ -75,10 +78,13 @@ def test_what_does_not_fit_is_named(changes, says):
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"instance_type": "ml.trn1.32xlarge"}, "TorchNeuron runs on Trainium2 and Trainium3 only"),
-    ({"parallel": ParallelConfig(sharding="full", tp=3)}, "tp=3 must divide the 64"),
-    ({"parallel": ParallelConfig(sharding="full", pp=2)}, "pipeline stages are planned"),
-    ({"global_batch": 100}, "does not split"),
+    ({"cluster": Cluster("ml.trn1.32xlarge", 4)}, "TorchNeuron runs on Trainium2 and Trainium3 only"),
+    ({"config": TrainConfig(model="llama2-70b", parallel=ParallelConfig(sharding="full", tp=3))},
+     "tp=3 must divide the 64"),
+    ({"config": TrainConfig(model="llama2-70b", parallel=ParallelConfig(sharding="full", pp=2))},
+     "pipeline stages are planned"),
+    ({"config": TrainConfig(model="llama2-70b", seq_len=8192)}, "exceeds llama2-70b's context"),
+    ({"config": TrainConfig(model="llama2-70b", micro_batch=0)}, "must each be at least 1"),
     ({"torch_version": "2.14.0"}, "is not the course's PyTorch"),
     ({"torch_version": "2.9.0"}, "published for PyTorch 2.13.0, 2.14.0 only"),
 ])

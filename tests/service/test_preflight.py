@@ -11,7 +11,7 @@ import pytest
 from test_service_rules import GOOD, IMAGE_23, request
 
 from fmlab.cli import main
-from fmlab.course_jobs import COURSE_JOBS, course_request
+from fmlab.course_jobs import COURSE_JOBS
 from fmlab.jobs.preflight import PreflightFailed, preflight, quota_findings
 
 
@@ -24,11 +24,6 @@ def run_cli(capsys, *argv, stdin: str | None = None, monkeypatch=None) -> tuple[
         code = e.code
     out = capsys.readouterr()
     return code, out.out, out.err
-
-
-@pytest.fixture(scope="module")
-def course_requests():
-    return {name: course_request(name) for name in COURSE_JOBS}
 
 
 def test_every_course_job_passes_preflight(course_requests):

@@ -44,9 +44,9 @@ from fmlab.train import TrainConfig, main, parse_config, train
 from fmlab.train import faults as faults_module
 from fmlab.train import loop as loop_module
 from fmlab.train.config import TrainConfigError, check_collective_timeout, phase_timeouts
+from fmlab.train.failure import write_failure_file
 from fmlab.train.faults import Faults
 from fmlab.train.log import read_metrics
-from fmlab.train.loop import write_failure_file
 
 STEPS = 8
 COMMON = ["--max-steps", str(STEPS), "--warmup-steps", "2", "--tensorboard", "false", "--log-every", "1",

@@ -101,7 +101,7 @@ def test_the_snapshot_replay_finds_what_was_alive_at_the_peak(bench):
     model_frames = [{"filename": "/x/torch/nn/functional.py", "line": 5, "name": "linear"},
                     {"filename": "/x/transformers/modeling_llama.py", "line": 10, "name": "forward"}]
     adam_frames = [{"filename": "/x/torch/optim/adamw.py", "line": 7, "name": "_init_group"},
-                   {"filename": "/r/src/fmlab/train/loop.py", "line": 208, "name": "train_step"}]
+                   {"filename": "/r/src/fmlab/train/step.py", "line": 208, "name": "train_step"}]
     trace = [{"action": "alloc", "addr": 1, "size": 100, "frames": model_frames},
              {"action": "alloc", "addr": 2, "size": 200, "frames": adam_frames},
              {"action": "free_requested", "addr": 1, "size": 100, "frames": []},
@@ -117,7 +117,7 @@ def test_the_snapshot_replay_finds_what_was_alive_at_the_peak(bench):
     assert [size for size, _ in state.live] == [200, 100, 40]  # the largest three of the four alive
     assert not state.truncated
     assert bench.frame_text(model_frames, "/x/torch") == "modeling_llama.py:10 forward (via functional.py:5 linear)"
-    assert bench.frame_text(adam_frames, "/x/torch").startswith("loop.py:208 train_step")
+    assert bench.frame_text(adam_frames, "/x/torch").startswith("step.py:208 train_step")
     backward = [{"filename": "??", "line": 0, "name": "torch::autograd::generated::MmBackward0::apply(...)"}]
     assert bench.frame_text(backward) == "autograd backward: MmBackward0"
     assert "no Python frame" in bench.frame_text([])

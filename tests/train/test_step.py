@@ -110,7 +110,7 @@ def test_train_config_check_names_what_to_change():
 
 
 def test_clip_gradients_equals_torch_clip_and_clips_what_the_optimizer_steps():
-    from fmlab.train.loop import clip_gradients
+    from fmlab.train.step import clip_gradients
 
     torch.manual_seed(0)
     grads = [torch.randn(5, 3) * 4, torch.randn(7), torch.randn(2, 2, 2)]

@@ -110,17 +110,25 @@ def test_a_sagemaker_style_run_writes_metrics_checkpoints_and_the_model(tmp_path
 
 
 def test_the_engine_trains_with_the_pretraining_attention(monkeypatch):
-    """No causal mask prepared and transformers' Llama attention forward never run, held-out evaluation included
+    """No causal mask prepared and every attention call is fmlab's registered function, held-out evaluation included
     (fmlab.models.use_pretraining_attention; its numbers are checked against "sdpa" in tests/test_models.py)."""
-    from transformers.models.llama import modeling_llama
+    from fmlab import models
 
     def refused(*args, **kwargs):
-        raise AssertionError("the engine ran transformers' mask preparation or Llama attention")
+        raise AssertionError("the engine ran transformers' mask preparation")
+
+    calls = []
+    registered = models.pretraining_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return registered(*args, **kwargs)
 
     monkeypatch.setattr("transformers.masking_utils.find_packed_sequence_indices", refused)
-    monkeypatch.setattr(modeling_llama.LlamaAttention, "forward", refused)
+    monkeypatch.setattr(models, "pretraining_attention", counted)  # what use_pretraining_attention registers
     result = train(TrainConfig(**TINY, max_steps=2, eval_sequences=4))  # the course data with a held-out split
     assert result.steps == 2 and result.val_loss is not None
+    assert calls  # transformers' Llama attention modules called the registered function
 
 
 def test_a_killed_run_resumes_to_the_same_losses_and_exports_what_it_trained(tmp_path, dataset):

@@ -26,7 +26,9 @@ def test_hyperparameters_parse_back_into_the_same_config(cfg):
     assert parse_config(argv, {}) == cfg
 
 
-def test_only_what_differs_from_the_defaults_is_sent():
-    assert TrainConfig().to_hyperparameters() == {}
-    assert TrainConfig(micro_batch=2, parallel=ParallelConfig(tp=2)).to_hyperparameters() == {
-        "micro_batch": "2", "tp": "2"}
+def test_the_layout_is_sent_whole_and_the_rest_only_where_it_differs_from_the_defaults():
+    layout = ParallelConfig(tp=2)
+    assert TrainConfig(micro_batch=2, parallel=layout).to_hyperparameters() == {
+        "micro_batch": "2", **{k: str(v).lower() if isinstance(v, bool) else str(v)
+                               for k, v in layout.hyperparameters().items()}}
+    assert set(TrainConfig().to_hyperparameters()) == set(ParallelConfig().hyperparameters())

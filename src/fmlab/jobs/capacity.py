@@ -20,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from fmlab.jobs.sharded import ShardedRun
-from fmlab.jobs.spec import JobSpec
+from fmlab.jobs.sharded import ShardedRun, gpt30b_config
+from fmlab.jobs.spec import Cluster, JobSpec
 from fmlab.plan.capacity import PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.api_model import Problem, api_problems
@@ -79,18 +79,23 @@ def check(request: dict, operation: str) -> list[Problem]:
     return problems
 
 
+def current_stack_run(instance_type: str = "ml.p5.48xlarge", instances: int = 16,
+                      parallel: ParallelConfig | None = None, run_days: float = 5.0) -> ShardedRun:
+    """Module 7's 30B run on today's stack: the same TrainConfig with `parallel` as its layout (default: hybrid
+    sharding in groups of 16 GPUs, two p5 nodes) over NCCL, and a time limit of `run_days` plus 20%, at most
+    SageMaker's 28 days (a longer run is a chain of jobs: fmlab.jobs.sharded.job_chain)."""
+    parallel = parallel or ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
+    hours = min(1.2 * run_days * 24, MAX_RUNTIME_SECONDS / 3600)
+    config = dataclasses.replace(gpt30b_config(), parallel=dataclasses.replace(parallel, backend="nccl"))
+    return ShardedRun("gpt30b-p5", config, Cluster(instance_type, instances), max_run_hours=hours).check()
+
+
 def current_stack_spec(plan_arn: str | None, data_uri: str, checkpoint_uri: str, instance_type: str = "ml.p5.48xlarge",
                        instances: int = 16, parallel: ParallelConfig | None = None, run_days: float = 5.0,
                        role: str | None = None, region: str | None = None) -> JobSpec:
-    """Module 7's 30B run on today's stack: the same script, data, checkpoints and EFA environment, launched with
-    torchrun (no SMP) in the current PyTorch DLC on p5/p5en, FSDP2 hybrid sharding (+TP) over NCCL, and on a
-    training plan's capacity when `plan_arn` is given. `parallel`: the layout (default: hybrid sharding in
-    groups of 16 GPUs, two p5 nodes); its fields become the script's flags. MaxRuntime: `run_days` plus 20%, at
-    most SageMaker's 28 days (a longer run is a chain of jobs: fmlab.jobs.sharded.job_chain)."""
-    parallel = parallel or ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
-    hours = min(1.2 * run_days * 24, MAX_RUNTIME_SECONDS / 3600)
-    run = ShardedRun(model="gpt-30b", instance_type=instance_type, instances=instances,
-                     parallel=dataclasses.replace(parallel, backend="nccl"), max_run_hours=hours).check()
-    hyperparameters = {**run.hyperparameters(), **run.parallel.hyperparameters()}
-    return run.job_spec(data_uri, checkpoint_uri, role=role, region=region, name="gpt30b-p5", distribution="torchrun",
-                        smp={}, hyperparameters=hyperparameters, image="pytorch", training_plan_arn=plan_arn)
+    """The JobSpec of `current_stack_run(...)`: the same script, data, checkpoints and EFA environment as module 7,
+    launched with torchrun (no SMP) in the current PyTorch DLC on p5/p5en, and on a training plan's capacity when
+    `plan_arn` is given."""
+    run = current_stack_run(instance_type, instances, parallel, run_days)
+    return run.job_spec(data_uri, checkpoint_uri, role=role, region=region, distribution="torchrun", smp={},
+                        image="pytorch", training_plan_arn=plan_arn)

@@ -80,8 +80,8 @@ class GateResult:
 def sharding_of(run: ShardedRun) -> str:
     if run.processes == 1:
         return "one process"
-    if run.parallel.sharding == "hybrid":
-        degree = run.parallel.hybrid_shard_degree
+    if run.config.parallel.sharding == "hybrid":
+        degree = run.config.parallel.hybrid_shard_degree
         return f"hybrid {run.processes // degree}x{degree}"
     return f"full over {run.processes}"
 
@@ -100,21 +100,20 @@ def reload_and_evaluate(checkpoint_folder: str | Path, run: ShardedRun, data: st
     from fmlab.checkpoint import Checkpointer, CheckpointError, latest
     from fmlab.data import PackedDataset
     from fmlab.models import build_model
-    from fmlab.train.config import TrainConfig
     from fmlab.train.evaluate import heldout_loss
-    from fmlab.train.loop import build_optimizer
+    from fmlab.train.step import build_optimizer
 
     path = latest(checkpoint_folder)
     if path is None:
         raise CheckpointError(f"no complete checkpoint in {checkpoint_folder}: the job wrote none, or none was "
                               "committed (a save killed half-way leaves only .incomplete-*)")
-    cfg = TrainConfig(model=run.model, lr=run.lr, warmup_steps=run.warmup_steps, max_steps=run.max_steps)
-    model = build_model(run.model)
+    cfg = run.config
+    model = build_model(cfg.model)
     optimizer, scheduler = build_optimizer(model, cfg)
     with warnings.catch_warnings():  # "saved by N processes, loaded by 1": expected here, and what is tested
         warnings.simplefilter("ignore", UserWarning)
         Checkpointer(Path(path).parent).load(path, model, optimizer, scheduler)
-    loss = heldout_loss(model, PackedDataset(data, split="validation"), run.eval_sequences, run.micro_batch)
+    loss = heldout_loss(model, PackedDataset(data, split="validation"), cfg.eval_sequences, cfg.micro_batch)
     return str(path), loss
 
 
@@ -124,8 +123,9 @@ def untrained_loss(run: ShardedRun, data: str) -> float:
     from fmlab.models import build_model
     from fmlab.train.evaluate import heldout_loss
 
-    return heldout_loss(build_model(run.model), PackedDataset(data, split="validation"), run.eval_sequences,
-                        run.micro_batch)
+    cfg = run.config
+    return heldout_loss(build_model(cfg.model), PackedDataset(data, split="validation"), cfg.eval_sequences,
+                        cfg.micro_batch)
 
 
 def job_figures(job: Job) -> tuple[float | None, float]:
@@ -147,7 +147,7 @@ def check_gate(rung: Rung, job: Job, data: str, checkpoint_uri: str, previous_va
 
     run = rung.run
     status = job.describe()["TrainingJobStatus"]
-    result = GateResult(rung.name, job.name, status, run.model, run.processes, sharding_of(run), run.max_steps,
+    result = GateResult(rung.name, job.name, status, run.config.model, run.processes, sharding_of(run), run.config.max_steps,
                         previous_val_loss=previous_val_loss, planned_tokens_per_s=planned_tokens_per_s, factor=factor)
     result.reported_val_loss, result.tokens_per_s = job_figures(job)
     if status != "Completed":

@@ -1,7 +1,7 @@
 """Module 7's job: pretraining a GPT with sharded data parallelism (SMP v2 on PyTorch FSDP), described once.
 
     layout = ParallelConfig(sharding="hybrid", hybrid_shard_degree=64, activation_checkpointing="full")
-    run = ShardedRun(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, parallel=layout)
+    run = ShardedRun(config=replace(gpt30b_config(), parallel=layout), cluster=Cluster("ml.p4d.24xlarge", 16))
     spec = run.job_spec(data_uri="s3://bucket/data/v1", checkpoint_uri="s3://bucket/checkpoints/gpt30b")
     twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60,
                       lr=3e-3, warmup_steps=5)   # a tiny model trains in few steps: shorter warm-up, higher LR
@@ -9,8 +9,10 @@
     chain = job_chain(run, planned_days=41.1, data_uri=..., checkpoint_uri=...)   # a run longer than 28 days
     run.storage()                            # what the volume line of the request means on this instance
 
-The layout is one `ParallelConfig` (fmlab.plan.parallelism), the planner's and the engine's; `shrink` takes its
-field names too (hybrid_shard_degree=2 changes the layout's). `job_spec` gives the `fmlab.jobs.JobSpec` that
+The run holds the training script's own `TrainConfig` (fmlab.train.config): the hyperparameters of its request are
+`config.to_hyperparameters()`, which the script parses back into the same object (tests/jobs/
+test_course_job_configs.py checks every course job). Its layout is one `ParallelConfig` (fmlab.plan.parallelism), the
+planner's and the engine's. `shrink` hands each keyword to the object that owns it. `job_spec` gives the `fmlab.jobs.JobSpec` that
 `jobs.launch` sends to SageMaker (or runs in the sandbox):
 torchrun with SMP v2 (`Torchrun(smp=SMP(...))`, so the SMP v2 image), the EFA/NCCL environment its image needs, the
 training data streamed with FastFile, /opt/ml/checkpoints synced to S3, a stopping condition. `shrink` keeps
@@ -32,13 +34,17 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from fmlab.jobs.spec import JobSpec
+from fmlab.jobs.request import training_image
+from fmlab.jobs.spec import Cluster, JobSpec
 from fmlab.parallel.smp import to_mp_parameters
 from fmlab.plan import catalog
+from fmlab.plan.compute import param_count
+from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.images import EFA_ENV_DOC, OLD_PLUGIN_ENVIRONMENT, efa_environment, manifest_for
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
+from fmlab.train.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -114,85 +120,71 @@ STORAGE_SOURCE = ("Amazon EC2 accelerated computing instance types, instance sto
                   "get no EBS volume and the request's size is not used")
 
 
+def gpt30b_config() -> TrainConfig:
+    """Module 7's training settings for the 30B GPT: SMP v2's full sharding with full recomputation (the layout
+    notebook 07 replaces with the planner's choice), its context of 2,048 tokens, 64 held-out sequences."""
+    return TrainConfig(model="gpt-30b", seq_len=catalog.model("gpt-30b").seq_len, micro_batch=1, max_steps=1000,
+                       lr=1e-4, warmup_steps=100, checkpoint_every=250, keep_checkpoints=3, eval_sequences=64,
+                       parallel=ParallelConfig(sharding="full", activation_checkpointing="full"))
+
+
+_CLUSTER_FIELDS = tuple(f.name for f in dataclasses.fields(Cluster))
+_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("parallel", "ignored"))
+
+
 @dataclass(frozen=True)
 class ShardedRun:
-    """A sharded pretraining run: the model, the cluster, the SMP v2 layout and the training settings."""
+    """A sharded pretraining run: its name, the training script's TrainConfig (model, layout, steps, checkpoints:
+    the very object fmlab.train reads back from the job's hyperparameters), the cluster, and the time limit."""
 
     name: str = "gpt30b"
-    model: str = "gpt-30b"
-    instance_type: str = "ml.p4d.24xlarge"
-    instances: int = 16
-    processes_per_host: int | None = None  # None: one per GPU (SageMaker's default)
-    # SMP v2 always shards: sharding full (hybrid_shard_degree 0) or hybrid (D ranks per shard group)
-    parallel: ParallelConfig = field(default_factory=lambda: ParallelConfig(sharding="full",
-                                                                             activation_checkpointing="full"))
-    seq_len: int | None = None  # None: the model's context
-    micro_batch: int = 1
-    grad_accum: int = 1
-    max_steps: int = 1000
-    lr: float = 1e-4
-    warmup_steps: int = 100
-    checkpoint_every: int = 250
-    keep_checkpoints: int = 3
-    eval_every: int = 0  # 0: evaluate on the held-out split at the end only
-    eval_sequences: int = 64  # held-out sequences per evaluation (0: none)
-    log_every: int = 10
+    config: TrainConfig = field(default_factory=gpt30b_config)
+    cluster: Cluster = field(default_factory=Cluster)
     max_run_hours: float = 120.0
 
     # ---- derived values -------------------------------------------------------------------------------
     @property
     def preset(self) -> catalog.ModelPreset:
-        return catalog.model(self.model)
+        return catalog.model(self.config.model)
 
     @property
     def processes(self) -> int:
-        per_host = self.processes_per_host or catalog.instance(self.instance_type).processes
-        return self.instances * per_host
-
-    @property
-    def sequence_length(self) -> int:
-        return self.seq_len or self.preset.seq_len
+        return self.cluster.processes
 
     @property
     def tokens_per_step(self) -> int:
-        replicas = self.parallel.dp(self.processes)
-        return replicas * self.micro_batch * self.grad_accum * self.sequence_length
+        c = self.config
+        return c.parallel.dp(self.processes) * c.micro_batch * c.grad_accum * c.seq_len
 
     def smp(self) -> dict:
         """The SMP v2 settings (`SMP(**run.smp())` in SDK v3; `--mp_parameters` in the script)."""
-        return to_mp_parameters(self.parallel)
+        return to_mp_parameters(self.config.parallel)
 
     def check(self) -> ShardedRun:
-        """Raise PlanError naming the fix unless the layout can be built on this cluster for this model."""
-        self.parallel.check(self.processes, self.preset).check_trainable()
-        to_mp_parameters(self.parallel)  # SMP v2 always shards
+        """Raise PlanError or TrainConfigError naming the fix unless the run can be built on this cluster."""
+        self.config.check(self.processes)
+        to_mp_parameters(self.config.parallel)  # SMP v2 always shards
         return self
 
-    def hyperparameters(self) -> dict:
-        """What the training script gets besides the SMP settings (the checkpoint, model and output folders
-        come from SageMaker's environment: /opt/ml/checkpoints, SM_MODEL_DIR, SM_OUTPUT_DATA_DIR)."""
-        return {"model": self.model, "seq_len": self.sequence_length, "micro_batch": self.micro_batch,
-                "grad_accum": self.grad_accum, "max_steps": self.max_steps, "lr": self.lr,
-                "warmup_steps": self.warmup_steps,
-                "activation_checkpointing": self.parallel.activation_checkpointing,
-                "checkpoint_every": self.checkpoint_every, "keep_checkpoints": self.keep_checkpoints,
-                "eval_every": self.eval_every, "eval_sequences": self.eval_sequences, "log_every": self.log_every}
+    def hyperparameters(self) -> dict[str, str]:
+        """What the training script gets besides the SMP settings: its TrainConfig as hyperparameters, the whole
+        layout included (the checkpoint, model and output folders come from SageMaker's environment:
+        /opt/ml/checkpoints, SM_MODEL_DIR, SM_OUTPUT_DATA_DIR). The script checks that the layout and SMP's
+        `--mp_parameters` agree."""
+        return self.config.to_hyperparameters()
 
     def volume_gb(self) -> int:
         """Disk per instance: room for `keep_checkpoints` full training checkpoints (at a restart SageMaker copies
         the whole checkpoint prefix to every instance), plus 20% and 30 GB for the container and data."""
-        from fmlab.plan.compute import param_count
-        from fmlab.plan.layout import checkpoint_gb
-
         per_checkpoint = checkpoint_gb(param_count(self.preset))["training"]
-        return max(30, math.ceil(30 + 1.2 * self.keep_checkpoints * per_checkpoint))
+        return max(30, math.ceil(30 + 1.2 * self.config.keep_checkpoints * per_checkpoint))
 
     def storage(self) -> dict:
         """What the request's VolumeSizeInGB means on this instance type: the size the checkpoints need, and the
         storage the instance really has (NVMe instance storage, where the requested size is not used)."""
-        needed = self.volume_gb()
-        if self.instance_type in INSTANCE_STORAGE:
-            disks, each = INSTANCE_STORAGE[self.instance_type]
+        needed, instance_type = self.volume_gb(), self.cluster.instance_type
+        if instance_type in INSTANCE_STORAGE:
+            disks, each = INSTANCE_STORAGE[instance_type]
             return {"requested VolumeSizeInGB": needed, "instance storage GB": disks * each,
                     "what the instance has": f"{disks} x {each:,} GB NVMe SSD instance storage; SageMaker provisions "
                                              "no EBS volume and does not use VolumeSizeInGB",
@@ -205,29 +197,35 @@ class ShardedRun:
     def job_spec(self, data_uri: str, checkpoint_uri: str, role: str | None = None, region: str | None = None,
                  **overrides) -> JobSpec:
         """The JobSpec of this run: SMP v2 on torchrun, EFA environment, FastFile data, synced checkpoints."""
+        c = self.cluster
         fields = dict(
-            name=self.name, hyperparameters=self.hyperparameters(), instance_type=self.instance_type,
-            instance_count=self.instances, processes_per_host=self.processes_per_host, distribution="smp",
+            name=self.name, hyperparameters=self.hyperparameters(), instance_type=c.instance_type,
+            instance_count=c.instances, processes_per_host=c.processes_per_host, distribution="smp",
             smp=self.smp(), inputs={"train": data_uri}, input_mode="FastFile", checkpoint_s3_uri=checkpoint_uri,
             max_run_seconds=int(self.max_run_hours * 3600), role=role, region=region, volume_gb=self.volume_gb())
         fields.update(overrides)
         spec = JobSpec(**fields)
         if "environment" in overrides:
             return spec
-        from fmlab.jobs.request import training_image
-
         return dataclasses.replace(spec, environment=environment(training_image(spec)))
 
     def shrink(self, **changes) -> ShardedRun:
-        """The same run with other sizes (model, instances, processes, steps): the laptop twin of a cloud run.
-        ParallelConfig's field names change the layout (`hybrid_shard_degree=2`; 0 means full sharding, as in
-        SMP v2)."""
+        """The same run with other sizes: the laptop twin of a cloud run. Each keyword goes to the object that owns
+        it, by `dataclasses.replace`: the run's (name, max_run_hours), the cluster's (instance_type, instances,
+        processes_per_host), the layout's (sharding, hybrid_shard_degree, tp, ...) or the TrainConfig's (model,
+        max_steps, lr, ...). A new model brings its own context as seq_len unless seq_len is given too."""
+        own = {k: changes.pop(k) for k in list(changes) if k in ("name", "max_run_hours")}
+        cluster = {k: changes.pop(k) for k in list(changes) if k in _CLUSTER_FIELDS}
         layout = {k: changes.pop(k) for k in list(changes) if k in PARALLEL_FIELDS}
-        if "hybrid_shard_degree" in layout and "sharding" not in layout:  # SMP's meaning: 0 is full sharding
-            layout["sharding"] = "hybrid" if layout["hybrid_shard_degree"] else "full"
-        if layout:
-            changes["parallel"] = dataclasses.replace(changes.get("parallel", self.parallel), **layout)
-        return dataclasses.replace(self, **changes)
+        config = {k: changes.pop(k) for k in list(changes) if k in _CONFIG_FIELDS}
+        if changes:
+            raise TypeError(f"shrink() got {', '.join(sorted(changes))}: not a field of ShardedRun, Cluster, "
+                            "TrainConfig or ParallelConfig")
+        if "model" in config and "seq_len" not in config:
+            config["seq_len"] = catalog.model(config["model"]).seq_len
+        parallel = dataclasses.replace(self.config.parallel, **layout)
+        return dataclasses.replace(self, **own, cluster=dataclasses.replace(self.cluster, **cluster),
+                                   config=dataclasses.replace(self.config, parallel=parallel, **config))
 
 
 def job_chain(run: ShardedRun, planned_days: float, data_uri: str, checkpoint_uri: str, margin: float = 1.2,

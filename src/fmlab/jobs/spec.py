@@ -48,6 +48,21 @@ def smp_fields() -> tuple[str, ...]:
     return tuple(SMP.model_fields)
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """Where a run trains: the instance type, how many, and processes on each (None: one per GPU or logical
+    NeuronCore, SageMaker's default)."""
+
+    instance_type: str = "ml.p4d.24xlarge"
+    instances: int = 16
+    processes_per_host: int | None = None
+
+    @property
+    def processes(self) -> int:
+        """Processes in the whole job: the training script's world size."""
+        return self.instances * (self.processes_per_host or catalog.instance(self.instance_type).processes)
+
+
 @dataclass
 class JobSpec:
     """One training job. Only `name` is required; the defaults are the course's tiny-model job."""

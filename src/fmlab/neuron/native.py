@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 import torch
 
 from fmlab.jobs.images import TORCHNEURON_FAMILIES, ImageError, torchneuron_family
-from fmlab.jobs.spec import JobSpec
+from fmlab.jobs.spec import Cluster, JobSpec
 from fmlab.neuron.sharding import NeuronLayoutError
 from fmlab.parallel.config import ParallelConfig
 from fmlab.plan import catalog
 from fmlab.plan.compute import PlanError
 from fmlab.service import manifest_for
+from fmlab.train.config import TrainConfig, TrainConfigError
 
 ENTRY_POINT = "entrypoints/train.py"  # the course's own training script, as on GPUs
 COURSE_TORCH = torch.__version__.split("+")[0]  # the PyTorch the course runs (2.13.0)
@@ -48,27 +49,23 @@ ECR_URI = re.compile(r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.a
 EFA_ENVIRONMENT = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"}
 
 
+def llama2_70b_trn2_config() -> TrainConfig:
+    """fmlab.train's settings for continuing Llama 2 70B on 4 x trn2.48xlarge like the trn1 NxD example: 4,096-token
+    sequences, a global batch of 512 (64 data-parallel replicas x micro-batch 1 x 8 accumulated passes), FSDP2 over
+    the replicas and TP 4 (one Trainium2 chip's 4 logical cores, as Neuron's distributed tutorial uses), bf16."""
+    return TrainConfig(model="llama2-70b", seq_len=4096, micro_batch=1, grad_accum=8, max_steps=1000, lr=1.5e-5,
+                       warmup_steps=100, checkpoint_every=100, keep_checkpoints=2,
+                       parallel=ParallelConfig(sharding="full", tp=4, activation_checkpointing="full",
+                                               mixed_precision="bf16"))
+
+
 @dataclass(frozen=True)
 class Trn2NativeSettings:
-    """A native-PyTorch training job on Trainium2; the defaults continue pretraining Llama 2 70B like the trn1
-    NxD example (4,096-token sequences, global batch 512) on 4 x ml.trn2.48xlarge = 256 logical NeuronCores,
-    FSDP2 over the data-parallel ranks and TP 4 (one Trainium2 chip's 4 logical cores, as Neuron's distributed
-    tutorial uses) within each replica."""
+    """A native-PyTorch training job on Trainium2: the training script's own TrainConfig (the object fmlab.train
+    reads back from the job's hyperparameters), the cluster, the image's PyTorch and the job's limits."""
 
-    model: str = "llama2-70b"
-    instance_type: str = "ml.trn2.48xlarge"
-    instance_count: int = 4
-    # FSDP2 over the data-parallel ranks, DTensor tensor parallelism inside one instance, bf16
-    parallel: ParallelConfig = field(default_factory=lambda: ParallelConfig(
-        sharding="full", tp=4, activation_checkpointing="full", mixed_precision="bf16"))
-    seq_len: int = 4096
-    global_batch: int = 512
-    micro_batch: int = 1
-    max_steps: int = 1000
-    lr: float = 1.5e-5
-    warmup_steps: int = 100
-    checkpoint_every: int = 100
-    keep_checkpoints: int = 2
+    config: TrainConfig = field(default_factory=llama2_70b_trn2_config)
+    cluster: Cluster = field(default_factory=lambda: Cluster("ml.trn2.48xlarge", 4))
     torch_version: str = "2.13.0"  # the image's PyTorch: must be the course's, with its torch-neuronx family
     input_mode: str = "FastFile"
     max_run_seconds: int = 2 * 24 * 3600
@@ -78,51 +75,46 @@ class Trn2NativeSettings:
 
     @property
     def processes_per_host(self) -> int:
-        return catalog.instance(self.instance_type).processes
+        return self.cluster.processes_per_host or catalog.instance(self.cluster.instance_type).processes
 
     @property
     def world_size(self) -> int:
-        return self.instance_count * self.processes_per_host
+        return self.cluster.processes
 
     @property
     def data_parallel(self) -> int:
-        return self.world_size // self.parallel.tp
+        return self.config.parallel.dp(self.world_size)
 
     @property
-    def grad_accum(self) -> int:
-        return self.global_batch // (self.data_parallel * self.micro_batch)
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: replicas x micro-batch x accumulated passes."""
+        return self.data_parallel * self.config.micro_batch * self.config.grad_accum
 
     @property
     def tokens_per_step(self) -> int:
-        return self.global_batch * self.seq_len
+        return self.global_batch * self.config.seq_len
 
-    def hyperparameters(self) -> dict:
-        """fmlab.train's flags (TrainConfig): the same script and layout flags as the GPU jobs of modules 5-7."""
-        return {"model": self.model, "seq_len": self.seq_len, "micro_batch": self.micro_batch,
-                "grad_accum": self.grad_accum, "max_steps": self.max_steps, "lr": self.lr,
-                "warmup_steps": self.warmup_steps, "checkpoint_every": self.checkpoint_every,
-                "keep_checkpoints": self.keep_checkpoints, **self.parallel.hyperparameters()}
+    def hyperparameters(self) -> dict[str, str]:
+        """fmlab.train's flags: the TrainConfig as hyperparameters, as the GPU jobs of modules 5-7 send them."""
+        return self.config.to_hyperparameters()
 
     def check(self) -> None:
         """Raise NeuronLayoutError, saying what to change, unless this job can run as configured."""
-        inst = catalog.instance(self.instance_type)
+        instance_type, model = self.cluster.instance_type, catalog.model(self.config.model)
+        inst = catalog.instance(instance_type)
         if inst.accelerator not in NATIVE_ACCELERATORS:
-            raise NeuronLayoutError(f"{self.instance_type} has {inst.accelerator}: TorchNeuron runs on Trainium2 and "
+            raise NeuronLayoutError(f"{instance_type} has {inst.accelerator}: TorchNeuron runs on Trainium2 and "
                                     "Trainium3 only; choose ml.trn2.48xlarge (trn1 keeps the pinned NxD path)")
-        tp = self.parallel.tp
+        tp = self.config.parallel.tp
         if tp > self.processes_per_host or self.processes_per_host % tp:
             raise NeuronLayoutError(f"tp={tp} must divide the {self.processes_per_host} logical NeuronCores of "
-                                    f"one {self.instance_type} (keep tensor parallelism inside an instance)")
-        if self.global_batch % (self.data_parallel * self.micro_batch):
-            raise NeuronLayoutError(f"global batch {self.global_batch} does not split into {self.data_parallel} "
-                                    f"data-parallel replicas x micro-batch {self.micro_batch}")
-        if self.seq_len > catalog.model(self.model).seq_len:
-            raise NeuronLayoutError(f"seq_len {self.seq_len} exceeds {self.model}'s context of "
-                                    f"{catalog.model(self.model).seq_len}")
+                                    f"one {instance_type} (keep tensor parallelism inside an instance)")
+        if self.config.seq_len > model.seq_len:
+            raise NeuronLayoutError(f"seq_len {self.config.seq_len} exceeds {model.name}'s context of {model.seq_len}")
         try:
-            self.parallel.check(self.world_size, catalog.model(self.model)).check_trainable()
+            self.config.check(self.world_size)
             torchneuron_family(self.torch_version)
-        except (PlanError, ImageError) as e:
+        except (PlanError, ImageError, TrainConfigError) as e:
             raise NeuronLayoutError(str(e)) from None
         if self.torch_version != COURSE_TORCH:
             raise NeuronLayoutError(f"torch_version {self.torch_version} is not the course's PyTorch {COURSE_TORCH}: "
@@ -142,8 +134,9 @@ def trn2_job_spec(settings: Trn2NativeSettings = LLAMA2_70B_TRN2, *, image_uri: 
         if not str(uri).startswith("s3://"):
             raise NeuronLayoutError(f"{label}={uri!r}: a trn2 job reads and writes S3; give an s3:// URI")
     spec = JobSpec(
-        name=name or f"trn2-{settings.model}", entry_point=ENTRY_POINT, hyperparameters=settings.hyperparameters(),
-        instance_type=settings.instance_type, instance_count=settings.instance_count,
+        name=name or f"trn2-{settings.config.model}", entry_point=ENTRY_POINT,
+        hyperparameters=settings.hyperparameters(), instance_type=settings.cluster.instance_type,
+        instance_count=settings.cluster.instances,
         processes_per_host=settings.processes_per_host, distribution="torchrun", inputs={"train": data_uri},
         input_mode=settings.input_mode, checkpoint_s3_uri=checkpoint_uri, output_path=output_path,
         keep_alive_seconds=settings.keep_alive_seconds, max_run_seconds=settings.max_run_seconds, role=role,

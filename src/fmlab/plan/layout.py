@@ -293,7 +293,7 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
                micro_batch: int = 1, attention: str = "flash", mfu: float = 0.4) -> list[dict]:
     """Every buildable layout of the given choices as a table row: memory per device by part, whether it
     fits, and what it costs in extra compute (recomputation) and communication (TP, shard degree); "parallel"
-    holds the row's ParallelConfig, ready for a job (ShardedRun(parallel=...)).
+    holds the row's ParallelConfig, ready for a job (the `parallel` of its TrainConfig: fmlab.jobs.sharded).
     `hybrid_degrees`: shard group sizes, 0 for full sharding (one group of every data-parallel rank).
     Layouts the cluster cannot form (a degree that does not divide it) are left out."""
     m = catalog.model(model) if isinstance(model, str) else model

@@ -69,7 +69,7 @@ class Verdict:
 def _model_and_optimizer(model_name: str):
     from fmlab.models import build_model
     from fmlab.train.config import TrainConfig
-    from fmlab.train.loop import build_optimizer
+    from fmlab.train.step import build_optimizer
 
     model = build_model(model_name)
     optimizer, _ = build_optimizer(model, TrainConfig(model=model_name))

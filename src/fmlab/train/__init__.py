@@ -8,7 +8,14 @@ Files, in the order data flows through a run:
 - config.py             TrainConfig (with the run's ParallelConfig): flags, SageMaker's extra arguments and SM_*
                         defaults, its check(), the LR schedule
 - loop.py               train(): data -> model -> parallelize -> train_step() x N -> checkpoints (fmlab.checkpoint,
-                        the floor below: Checkpointer, export_hf); main() parses flags
+                        the floor below: Checkpointer, export_hf); the two collective-timeout phases; main() parses
+                        flags
+- step.py               train_step(): one optimizer step (micro-batches, clip, step); build_optimizer (AdamW and its
+                        schedule), the batches, the gradient dump (--save-first-grads)
+- loss.py               the chunked loss (--loss chunked: never the whole vocabulary's logits) and where the full
+                        one runs instead (full_loss_reason)
+- failure.py            when a run fails: the collective that timed out named (traces compared), the job's failure
+                        file (SageMaker's FailureReason), exit_process (the entry scripts' exit)
 - log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL) and
                         StepTimer, the clocks behind its throughput
 - evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
@@ -24,8 +31,9 @@ import importlib
 
 _EXPORTS = {"TrainConfig": "config", "TrainConfigError": "config", "parse_config": "config",
             "sagemaker_defaults": "config", "warmup_cosine": "config",
-            "TrainResult": "loop", "train": "loop", "train_step": "loop", "main": "loop", "build_optimizer": "loop",
-            "exit_process": "loop",
+            "TrainResult": "loop", "train": "loop", "main": "loop",
+            "train_step": "step", "build_optimizer": "step",
+            "exit_process": "failure",
             "torchrun_train": "local"}
 
 __all__ = sorted(_EXPORTS)

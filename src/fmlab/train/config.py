@@ -88,25 +88,20 @@ class TrainConfig:
     ignored: list[str] = field(default_factory=list)  # arguments seen but not understood (reported)
 
     def __post_init__(self) -> None:
-        if self.mp_parameters:  # SMP's settings decide the layout; precision, backend and checkpointing stay
-            from fmlab.parallel.smp import from_mp_parameters
-
-            smp = from_mp_parameters(self.mp_parameters)
-            if smp.activation_checkpointing == "none":
-                smp.activation_checkpointing = self.parallel.activation_checkpointing
-            smp.mixed_precision, smp.backend = self.parallel.mixed_precision, self.parallel.backend
-            self.parallel = smp
+        if self.mp_parameters:
+            self.parallel = agreed_layout(self.parallel, self.mp_parameters)
 
     def to_hyperparameters(self, defaults: bool = False) -> dict[str, str]:
         """The run as SageMaker hyperparameters (strings, flat: the layout's fields beside the others), the inverse
-        of parse_config: parse_config([], {"SM_HPS": json.dumps(hps)}) is this config again. Fields at their
-        default are left out unless `defaults`; `ignored` is never sent."""
+        of parse_config: parse_config([], {"SM_HPS": json.dumps(hps)}) is this config again. The layout is sent
+        whole, so a request states it; other fields at their default are left out unless `defaults`; `ignored` is
+        never sent."""
         out: dict[str, str] = {}
-        base = TrainConfig() if not defaults else None
+        base = TrainConfig()
         for name in _FIELDS:
-            owner = self.parallel if name in PARALLEL_FIELDS else self
-            value = getattr(owner, name)
-            if base is not None and value == getattr(base.parallel if name in PARALLEL_FIELDS else base, name):
+            layout = name in PARALLEL_FIELDS
+            value = getattr(self.parallel if layout else self, name)
+            if not (defaults or layout) and value == getattr(base, name):
                 continue
             out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return out
@@ -135,6 +130,32 @@ class TrainConfig:
 
 
 # ---------------------------------------------------------------- reading the configuration
+
+# What SMP v2's settings decide about the layout (fmlab.parallel.smp.from_mp_parameters); precision, backend and
+# checkpointing without offloading are the script's own.
+SMP_DECIDES = ("sharding", "hybrid_shard_degree", "tp", "activation_offloading")
+
+
+def agreed_layout(parallel: ParallelConfig, mp_parameters: str) -> ParallelConfig:
+    """The layout of a run given SMP v2's `--mp_parameters` beside its layout flags: SMP's settings decide what they
+    name (SMP_DECIDES), the flags the rest (precision, backend, checkpointing unless SMP offloads). A flag set away
+    from its default must say what SMP says, or TrainConfigError names what differs (an SMP job built by the
+    course sends both from one ParallelConfig: fmlab.jobs.sharded)."""
+    from fmlab.parallel.smp import from_mp_parameters
+
+    smp, default = from_mp_parameters(mp_parameters), ParallelConfig()
+    names = SMP_DECIDES + (("offload_horizon",) if smp.activation_offloading else ())
+    differ = [f"{n} is {getattr(parallel, n)!r} in the flags, {getattr(smp, n)!r} by --mp_parameters" for n in names
+              if getattr(parallel, n) not in (getattr(default, n), getattr(smp, n))]
+    if differ:
+        raise TrainConfigError(f"the layout flags and SMP's --mp_parameters {mp_parameters} disagree: "
+                               f"{'; '.join(differ)}. Build the job from one ParallelConfig (fmlab.jobs.sharded."
+                               "ShardedRun sends both from it), or drop the layout flags and let --mp_parameters "
+                               "decide")
+    agreed = dataclasses.replace(parallel, **{n: getattr(smp, n) for n in names})
+    if smp.activation_offloading:  # SMP offloads checkpointed layers: offloading turns full checkpointing on
+        agreed.activation_checkpointing = smp.activation_checkpointing
+    return agreed
 
 
 def _bool(text) -> bool:

@@ -18,21 +18,16 @@ checkpoint, and exports the final model as a Hugging Face folder to the model di
 Failures (module 8): collectives time out in two phases, as torchtitan's do: `--init-timeout` (300 s) while the
 group forms and through the first step (compilation, a large first forward), then `--collective-timeout` (80 s)
 for every later collective (fmlab.parallel.mesh.set_collective_timeout). A collective that waits that long for a
-dead or hung peer raises CollectiveTimeout instead of waiting forever (exit status 1), and its message names the
-rank that stopped, the collective and the step: every rank keeps its last `--trace-collectives` collectives
-(PyTorch's Flight Recorder, fmlab.parallel.collective_trace), each surviving rank writes its trace to
-`--trace-dir` (default <output dir>/collective-traces) and they compare notes (fmlab.parallel.hangs; `fmlab hangs
-DIR` reads the files afterwards). A peer that died (its connection closed) is named the same way. In a SageMaker
-job the verdict is also the job's failure file (/opt/ml/output/failure, FailureReason). Under `torchrun
+dead or hung peer, or whose peer died, ends the run with the rank that stopped, the collective and the step named
+(exit status 1; collective traces and the job's failure file: fmlab.train.failure). Under `torchrun
 --max-restarts N` every restart attempt gets its own process-group keys (fmlab.parallel.mesh) and resumes from
 the newest complete checkpoint, also on another number of processes when the data position re-splits
 (fmlab.data.sampler). Drills: `--fault kill|hang|freeze|kill-save --fault-step N --fault-rank R`
-(fmlab.train.faults).
+(fmlab.train.faults). One optimizer step, its optimizer and its batches: fmlab.train.step.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -50,10 +45,12 @@ from fmlab.train.config import (
     parse_config,
     phase_timeouts,
     sagemaker_defaults,
-    warmup_cosine,
 )
+from fmlab.train.failure import collective_failure, exit_process, trace_dir, write_failure_file
+from fmlab.train.loss import full_loss_reason
+from fmlab.train.step import batches, build_optimizer, first_gradients_hook, train_step
 
-if TYPE_CHECKING:  # the run state's types; torch and the data stack are imported when a run starts
+if TYPE_CHECKING:  # the run state's types; the data stack and checkpoints are imported when a run starts
     import torch
 
     from fmlab.checkpoint import Checkpointer
@@ -63,10 +60,7 @@ if TYPE_CHECKING:  # the run state's types; torch and the data stack are importe
     from fmlab.plan.catalog import ModelPreset
     from fmlab.train.faults import Faults
 
-__all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train",
-           "train_step", "main"]
-
-# ---------------------------------------------------------------- the run
+__all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train", "main"]
 
 
 @dataclass
@@ -89,27 +83,6 @@ class TrainResult:
     val_losses: dict[int, float] = dataclasses.field(default_factory=dict)  # step -> held-out loss
 
 
-def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Multiplier of cfg.lr at `step` (0-based): linear warm-up, then cosine decay to min_lr_ratio."""
-    return warmup_cosine(step, cfg.warmup_steps, cfg.max_steps, cfg.min_lr_ratio)
-
-
-def build_optimizer(model, cfg: TrainConfig):
-    """AdamW with weight decay on matrices only (fused where the device has the kernel), and its warm-up + cosine
-    schedule."""
-    import torch
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    # fused: one kernel updates every parameter (CPU and CUDA, DTensor shards too) instead of a Python loop
-    # over them, the largest cost of a step after the matrix multiplies on a small model (benchmarks/train_throughput.py)
-    fused = all(p.device.type in ("cpu", "cuda") for p in params) or None
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
-    return optimizer, scheduler
-
-
 def open_dataset(cfg: TrainConfig, vocab: int, split: str = "train"):
     """The packed dataset to train on (or its held-out split), checked against the model's vocabulary."""
     from fmlab import data
@@ -121,94 +94,6 @@ def open_dataset(cfg: TrainConfig, vocab: int, split: str = "train"):
         raise TrainConfigError(f"the dataset {path} uses a vocabulary of {ds.vocab_size} tokens, more than the "
                                f"model's {vocab}: pick a model preset with a larger vocabulary or re-tokenize the data")
     return ds
-
-
-def batches(ds, sampler, micro_batch: int, device):
-    """Endless micro-batches [micro_batch, seq_len] in the sampler's order, epoch after epoch."""
-    import torch
-
-    while True:
-        indices = []
-        for i in sampler:
-            indices.append(i)
-            if len(indices) == micro_batch:
-                yield torch.stack([ds[j] for j in indices]).to(device, non_blocking=True)
-                indices = []
-        sampler.set_epoch(sampler.epoch + 1)
-
-
-def _clean_name(name: str) -> str:
-    for wrapper in ("module.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.", "_orig_mod."):
-        name = name.replace(wrapper, "")
-    return name
-
-
-def save_gradients(model, path: str, rank: int) -> None:
-    """Every parameter's full gradient (DTensor shards gathered) to a safetensors file, written by rank 0."""
-    from safetensors.torch import save_file
-    from torch.distributed.tensor import DTensor
-
-    grads = {}
-    for name, p in model.named_parameters():
-        if p.grad is not None:
-            g = p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad
-            grads[_clean_name(name)] = g.detach().float().cpu().contiguous()
-    if rank == 0:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        save_file(grads, path)
-
-
-def clip_gradients(parameters, max_norm: float):
-    """Clip the global gradient norm to `max_norm`; returns the norm before clipping.
-
-    torch's clip_grad_norm_ refuses a mix of plain tensors and DTensors (tensor parallelism leaves norms and
-    biases plain; FSDP puts other parameters on another mesh), so the norm is taken per device mesh, each
-    DTensor group's norm gathered over its mesh, and the squares summed; replicated plain tensors count once.
-    Plain tensors take one `_foreach_norm` call: torch's get_total_norm sorts them by device and dtype first,
-    which on a small model is a third of the clip (benchmarks/train_throughput.py).
-    """
-    import torch
-    from torch.distributed.tensor import DTensor
-
-    groups: dict = {}
-    for p in parameters:
-        if p.grad is not None:
-            groups.setdefault(p.grad.device_mesh if isinstance(p.grad, DTensor) else None, []).append(p.grad)
-    if not groups:
-        return torch.tensor(0.0)
-    norms = []
-    for mesh, grads in groups.items():
-        if mesh is None and len({(g.device, g.dtype) for g in grads}) == 1:
-            norms.append(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads))))
-            continue
-        norm = torch.nn.utils.get_total_norm(grads)
-        norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)
-    total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
-    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-    for grads in groups.values():
-        torch._foreach_mul_(grads, coef.to(grads[0].device))
-    return total
-
-
-def train_step(model, optimizer, scheduler, micro_batches, grad_clip: float = 1.0, on_gradients=None):
-    """One optimizer step: forward and backward over each micro-batch (gradients add up; DDP all-reduces only on
-    the last), clip the global gradient norm, step, zero. Returns the step's mean loss, still on the device.
-    `on_gradients(model)` runs once the gradients are complete, before clipping (fmlab.train --save-first-grads)."""
-    loss_sum = 0.0
-    for i, x in enumerate(micro_batches):
-        accumulate = i < len(micro_batches) - 1 and hasattr(model, "no_sync")
-        with model.no_sync() if accumulate else contextlib.nullcontext():
-            loss = model(input_ids=x, labels=x).loss / len(micro_batches)
-            loss.backward()
-        loss_sum = loss_sum + loss.detach()
-    if on_gradients is not None:
-        on_gradients(model)
-    if grad_clip > 0:
-        clip_gradients([p for group in optimizer.param_groups for p in group["params"]], grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    scheduler.step()
-    return loss_sum
 
 
 @dataclass
@@ -289,18 +174,6 @@ def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch
     return parallelize(model, cfg.parallel, dist, compile=compiled)
 
 
-def full_loss_reason(model, parallel, compiled: bool = False) -> str:
-    """Give `model` the chunked loss (fmlab.train.loss) unless the layout keeps the full one; "" or why not."""
-    from fmlab.parallel.smp import smp_available
-    from fmlab.train.loss import use_chunked_loss
-
-    if smp_available():
-        return "SMP v2's transform owns the model"
-    if parallel.tp > 1:
-        return "tensor parallelism gathers the head's logits by its own plan"
-    return use_chunked_loss(model, compiled=compiled)
-
-
 def _resume(run: Run) -> None:
     """Open the checkpoint folder and load the checkpoint --resume names (auto: the newest intact one)."""
     from fmlab import checkpoint
@@ -337,49 +210,13 @@ def train(cfg: TrainConfig) -> TrainResult:
     try:
         return _loop(_setup(cfg, trace), time.perf_counter())
     except RuntimeError as e:
-        failure = _collective_failure(e, cfg, trace)
+        failure = collective_failure(e, cfg, trace)
         if failure is e:
             raise
         raise failure from e
     finally:
         if created_group and tdist.is_available() and tdist.is_initialized():
             tdist.destroy_process_group()
-
-
-def trace_dir(cfg: TrainConfig) -> str:
-    """Where each rank writes its collective trace when a collective fails ("" : nowhere, shared only)."""
-    return cfg.trace_dir or (str(Path(cfg.output_dir) / "collective-traces") if cfg.output_dir else "")
-
-
-def _collective_failure(error: RuntimeError, cfg: TrainConfig, trace: CollectiveTrace) -> BaseException:
-    """The error to raise for `error`: a CollectiveTimeout naming the rank that stopped, the collective and the
-    step when a collective timed out; `error` itself otherwise. A peer that died is named on stderr and in the
-    job's failure file (SageMaker's FailureReason), and the backend's own error is raised as it came."""
-    import torch.distributed as tdist
-
-    from fmlab.parallel.mesh import collective_timeout_error, peer_lost
-
-    lost = peer_lost(error)
-    if collective_timeout_error(error, trace.timeout_s) is None and not lost:
-        return error
-    named = ""
-    if tdist.is_available() and tdist.is_initialized():
-        if lost:
-            trace.gather_seconds = 1.0  # torchrun stops the survivors soon after a worker dies
-        failure = trace.on_failure(error)
-        if failure.report is not None and failure.report.ranks:
-            named = failure.report.headline
-        if failure.path is not None:
-            print(f"collective trace: {failure.path} (`fmlab hangs {failure.path.parent}` compares the ranks')",
-                  file=sys.stderr, flush=True)
-    flag = "--collective-timeout" if trace.phase == "training" else "--init-timeout"
-    timed_out = collective_timeout_error(error, trace.timeout_s, flag, named)
-    if timed_out is None:
-        said = f"a collective failed because a peer process closed its connection: {named or 'it died'}"
-        print(f"error: {said}", file=sys.stderr, flush=True)
-        write_failure_file(said)
-        return error
-    return timed_out
 
 
 def _loop(run: Run, started: float) -> TrainResult:
@@ -405,7 +242,7 @@ def _loop(run: Run, started: float) -> TrainResult:
         lr = run.optimizer.param_groups[0]["lr"]
         with run.faults.skipping(step, run.model):
             window_loss = window_loss + train_step(run.model, run.optimizer, run.scheduler, micro_batches,
-                                                   cfg.grad_clip, _first_gradients(cfg, dist, step))
+                                                   cfg.grad_clip, first_gradients_hook(cfg, step, dist.rank))
         timer.step_done()
         if step == run.start_step + 1:
             _enter_training_phase(run)
@@ -433,13 +270,6 @@ def _enter_training_phase(run: Run) -> None:
             print(f"note: collective timeout {first:g} s -> {second:g} s after the first step (--init-timeout, "
                   f"--collective-timeout)", flush=True)
     run.trace.timeout_s, run.trace.phase = second, "training"
-
-
-def _first_gradients(cfg: TrainConfig, dist: DistInfo, step: int):
-    """The on_gradients hook of step 1 when --save-first-grads asks for its gradients, else None."""
-    if step != 1 or not cfg.save_first_grads:
-        return None
-    return lambda model: save_gradients(model, cfg.save_first_grads, dist.rank)
 
 
 def _log_window(log, timer, step: int, window_loss, lr: float, tokens_per_step: int, dist: DistInfo) -> float:
@@ -508,40 +338,6 @@ def main(argv: list[str] | None = None) -> int:
         write_failure_file(getattr(e, "summary", "") or str(e))
         return 1
     return 0
-
-
-def write_failure_file(text: str, env=None) -> str:
-    """Leave `text` as the job's failure reason, SageMaker's /opt/ml/output/failure (the sandbox's host folder
-    gives its own path in SM_OUTPUT_FAILURE); the first rank to write wins. Returns the path, or "" outside a
-    job."""
-    import os
-
-    env = os.environ if env is None else env
-    path = env.get("SM_OUTPUT_FAILURE") or ("/opt/ml/output/failure" if "SM_TRAINING_ENV" in env else "")
-    if not path:
-        return ""
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "x") as f:  # exclusive: the ranks of one host share the file
-            f.write(text[:1000] + "\n")
-    except OSError:
-        pass
-    return path
-
-
-def exit_process(code: int):
-    """Leave the process with `code` once everything is flushed, without running interpreter teardown.
-
-    A torchrun worker whose process group was given a timeout can abort at interpreter exit, after its work is
-    done and its process group destroyed ("terminate called without an active exception", about 1 run in 10 on
-    2 CPU cores with gloo and FSDP): a C++ thread is still joinable when static objects are destroyed. The
-    checkpoints, logs and model are written and closed by then, so the entry scripts end here instead, and a
-    finished job never reports a failure it did not have."""
-    import os
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -27,14 +27,15 @@ one compiled function (_chunk_fused) that never makes the fp32 copy. Each chunk 
 head's fp32 weight gradient, so a micro-batch takes at most 8 chunks (fmlab.plan.memory.chunk_tokens): on one H200
 at the Llama 3.2 1B shape the compiled engine made 53.6% MFU with 8 chunks, 48.7% with 32 (benchmarks/README.md).
 
-Where it does not apply (the full loss is used, and fmlab.train says so): tensor parallelism (the head's output is
-a DTensor gathered by its own plan) and SMP v2 (its transform owns the model).
+Where it does not apply (the full loss is used, and fmlab.train says so: full_loss_reason): tensor parallelism (the
+head's output is a DTensor gathered by its own plan) and SMP v2 (its transform owns the model).
 """
 
 from __future__ import annotations
 
 import torch
 
+from fmlab.parallel.smp import smp_available
 from fmlab.plan.memory import chunk_tokens  # the chunk's size, where the planner books its memory too
 
 IGNORE_INDEX = -100  # transformers' label for "no target here" (its causal-LM loss pads the last position with it)
@@ -218,3 +219,12 @@ def use_chunked_loss(model, enable: bool = True, compiled: bool = False) -> str:
     model._fmlab_chunked_hooks = (model.register_forward_pre_hook(_defer_when_labelled, with_kwargs=True),
                                   model.register_forward_hook(_drop_deferred_logits, with_kwargs=True))
     return ""
+
+
+def full_loss_reason(model, parallel, compiled: bool = False) -> str:
+    """Give `model` the chunked loss unless the layout (a ParallelConfig) keeps the full one; "" or why not."""
+    if smp_available():
+        return "SMP v2's transform owns the model"
+    if parallel.tp > 1:
+        return "tensor parallelism gathers the head's logits by its own plan"
+    return use_chunked_loss(model, compiled=compiled)

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/collective_trace_overhead.py                 # 8 rounds x 40 steps, off/on alternating
     .venv/bin/python benchmarks/collective_trace_overhead.py --rounds 4 --json out.json
 
-The trace (fmlab.parallel.collective_trace) is PyTorch's Flight Recorder (TORCH_FR_BUFFER_SIZE entries, kept by
+The trace (fmlab.hangs.trace) is PyTorch's Flight Recorder (TORCH_FR_BUFFER_SIZE entries, kept by
 torch in C++ for every collective) plus one step mark per step in Python. Each round forks 2 fresh gloo
 processes (fmlab.labs.world; the Flight Recorder's size is read when a process's first group forms), alternately
 with the trace off (buffer 0, no marks) and on (2,000 entries, as fmlab.train keeps, and a mark per step). Each
@@ -33,8 +33,8 @@ def _train(rank: int, world_size: int, steps: int, traced: bool) -> dict:
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
+    from fmlab.hangs.trace import CollectiveTrace, flight_recorder_dump
     from fmlab.models import build_model
-    from fmlab.parallel.collective_trace import CollectiveTrace, flight_recorder_dump
     from fmlab.plan import catalog
 
     preset = catalog.model("tiny")
@@ -62,8 +62,8 @@ def _train(rank: int, world_size: int, steps: int, traced: bool) -> dict:
 
 
 def run_round(traced: bool, steps: int, logs: Path) -> dict:
+    from fmlab.hangs.trace import BUFFER_VARIABLE
     from fmlab.labs.world import run_world
-    from fmlab.parallel.collective_trace import BUFFER_VARIABLE
 
     os.environ[BUFFER_VARIABLE] = "2000" if traced else "0"
     world = run_world(lambda r, w: _train(r, w, steps, traced), logs, 2, timeout=300)

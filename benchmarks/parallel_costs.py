@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/parallel_costs.py [--imports 3] [--world 2] [--
 
 1. `--imports` fresh Python processes each time `import transformers` plus the Llama and OPT model classes
    (what every spawned worker pays before it can build a model).
-2. One world of `--world` gloo processes (fmlab.parallel.launch.run_world) running the parity check of DDP
+2. One world of `--world` gloo processes (fmlab.measure.launch.run_worker_task) running the parity check of DDP
    and FSDP on `tiny`: wall seconds, and the import seconds each worker reported.
 3. Activation memory for `tiny` on a batch of 4 x `--seq-len` tokens, with no, selective and full
    checkpointing, each with and without offloading: the bytes autograd keeps on the device and moves to the host
@@ -36,10 +36,10 @@ def import_seconds(repeats: int) -> list[float]:
 
 
 def world_seconds(world: int) -> dict:
-    from fmlab.parallel.launch import run_world
+    from fmlab.measure.launch import run_worker_task
 
     layouts = [{"name": "ddp"}, {"name": "fsdp", "sharding": "full"}]
-    results = run_world("parity", world, {"presets": ["tiny"], "layouts": layouts}, progress=False)
+    results = run_worker_task("parity", world, {"presets": ["tiny"], "layouts": layouts}, progress=False)
     return {"world": world, "wall_seconds": results[0]["seconds"],
             "worker_import_seconds": [round(r["import_seconds"], 2) for r in results],
             "max_grad_diff": max(r["result"]["tiny"][n]["max_grad_diff"] for r in results for n in ("ddp", "fsdp"))}
@@ -48,13 +48,13 @@ def world_seconds(world: int) -> dict:
 def activation_memory(seq_len: int) -> list[dict]:
     import torch
 
+    from fmlab.measure.parity import make_tokens
     from fmlab.models import build_model
     from fmlab.parallel.activations import (
         apply_activation_checkpointing,
         apply_activation_offloading,
         saved_bytes_for_backward,
     )
-    from fmlab.parallel.parity import make_tokens
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tokens = make_tokens(512, 4, seq_len).to(device)

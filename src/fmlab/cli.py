@@ -1,6 +1,7 @@
 """The `fmlab` command: plan a run, check the environment, run the course.
 
-    fmlab plan --model gpt-30b --tokens 300e9 --instance ml.p4d.24xlarge --count 16 --sharding full --recompute full
+    fmlab plan --model gpt-30b --tokens 300e9 --instance ml.p4d.24xlarge --count 16 --sharding full \
+        --activation-checkpointing full
     fmlab plan --model llama2-7b --tokens 2e12 --instance ml.p5.48xlarge --count 8 --json
     fmlab env
     fmlab train --max-steps 20            (the training entry point; torchrun -m fmlab.train for several processes)
@@ -22,12 +23,21 @@ import time
 
 from fmlab.plan import catalog
 from fmlab.plan.compute import PlanError
+from fmlab.plan.parallelism import CHECKPOINTING, ParallelConfig, parse_bool
 
 EXIT_DOES_NOT_FIT = 3
 
 
 def _float(text: str) -> float:
     return float(text.replace("_", ""))
+
+
+def _boolean(text: str) -> bool:
+    """An argparse type for true/false flags, read as fmlab.train reads them (parse_bool)."""
+    try:
+        return parse_bool(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _number(kind: type, low: float, what: str, low_ok: bool = False, high: float | None = None):
@@ -69,9 +79,11 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
                    help="sequences per device per step")
     p.add_argument("--seq-len", type=_number(int, 1, "the sequence length", low_ok=True), default=None,
                    help="sequence length (default: the preset's context)")
-    p.add_argument("--recompute", default="none", choices=["none", "selective", "full", "offload"],
-                   help="activation recomputation: selective keeps matmul outputs, full only each layer's input, "
-                        "offload moves that to host memory")
+    p.add_argument("--activation-checkpointing", default="none", choices=CHECKPOINTING,
+                   help="what each layer recomputes in backward (fmlab.train's flag): selective keeps the matmul "
+                        "outputs, full only each layer's input")
+    p.add_argument("--activation-offloading", nargs="?", const="true", default="false", type=_boolean,
+                   metavar="BOOL", help="move what each layer keeps for backward to host memory (fmlab.train's flag)")
     p.add_argument("--attention", default="flash", choices=["flash", "eager"],
                    help="attention kernel: flash (fused, FlashAttention/SDPA: no s x s scores kept) or eager")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -89,10 +101,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{degree} (read as that)", file=sys.stderr)
         args.sharding, args.hybrid_shard_degree = "hybrid", int(degree)
     try:
-        plan = make_plan(args.model, tokens, args.instance, args.count, mfu=args.mfu, sharding=args.sharding,
-                         hybrid_shard_degree=args.hybrid_shard_degree, tp=args.tp, pp=args.pp,
-                         micro_batch=args.micro_batch, seq_len=args.seq_len, recompute=args.recompute,
-                         attention=args.attention)
+        parallel = ParallelConfig(sharding=args.sharding, hybrid_shard_degree=args.hybrid_shard_degree, tp=args.tp,
+                                  pp=args.pp, activation_checkpointing=args.activation_checkpointing,
+                                  activation_offloading=args.activation_offloading)
+        plan = make_plan(args.model, tokens, args.instance, args.count, parallel=parallel, mfu=args.mfu,
+                         micro_batch=args.micro_batch, seq_len=args.seq_len, attention=args.attention)
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -117,7 +130,8 @@ def _finite(value):
 
 
 def format_plan(plan) -> str:
-    lay = plan.layout
+    lay, world = plan.parallel, plan.devices
+    saving = lay.activation_checkpointing + (" + offloading" if lay.activation_offloading else "")
     lines = [
         f"model        {plan.model}: {plan.params / 1e9:.2f}B parameters, {plan.tokens / 1e9:,.0f}B tokens",
         f"compute      {plan.train_flops:.3g} FLOPs",
@@ -125,9 +139,9 @@ def format_plan(plan) -> str:
         f"{plan.mfu:.0%}" + (" (recomputation re-runs the forward)" if plan.mfu < plan.hfu else ""),
         f"time         {plan.days:,.1f} days",
         f"cost         {_dollars(plan.cost_usd)}  ({plan.price_note})",
-        f"layout       dp {lay['dp']} x tp {lay['tp']} x pp {lay['pp']}, sharding {lay['sharding']}"
-        + (f" (groups of {lay['shard_degree']})" if lay["sharding"] == "hybrid" else "") + ", "
-        f"recompute {plan.recompute}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens",
+        f"layout       dp {lay.dp(world)} x tp {lay.tp} x pp {lay.pp}, sharding {lay.sharding}"
+        + (f" (groups of {lay.shard_degree(world)})" if lay.sharding == "hybrid" else "") + ", "
+        f"activation checkpointing {saving}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens",
         f"memory       {plan.memory_gb_per_device:,.1f} GB per device of {plan.usable_memory_gb:.0f} usable "
         f"({plan.device_memory_gb:.0f} GB device)",
     ]
@@ -346,7 +360,7 @@ def _add_hangs(sub: argparse._SubParsersAction) -> None:
 
 def cmd_hangs(args: argparse.Namespace) -> int:
     """Print the analyzer's report: 0 when it names a rank, 1 when no rank is to blame, 2 on bad input."""
-    from fmlab.parallel.hangs import analyze, load_traces
+    from fmlab.hangs.analysis import analyze, load_traces
 
     try:
         report = analyze(load_traces(args.folder), args.world)

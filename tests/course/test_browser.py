@@ -41,7 +41,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
 NOTEBOOK = "notebooks/01_when_to_pretrain.ipynb"
 DECK = "01_when_to_pretrain"
-CALCULATOR_CONTROLS = ("model", "tokens", "instance", "count", "mfu", "sharding", "recompute")
+CALCULATOR_CONTROLS = ("model", "tokens", "instance", "count", "mfu", "sharding", "activation_checkpointing",
+                       "activation_offloading")
 TIMINGS: dict[str, float] = {}
 
 

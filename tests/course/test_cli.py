@@ -11,7 +11,7 @@ from fmlab.cli import main
 
 def test_plan_json(capsys):
     code = main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
-                 "--sharding", "full", "--recompute", "full", "--json"])
+                 "--sharding", "full", "--activation-checkpointing", "full", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["fits"] is True
     assert out["params"] == 29_974_432_768
@@ -45,7 +45,7 @@ def test_out_of_range_numbers_are_refused_before_planning(capsys, flag, value, s
 
 def test_hybrid_sharding_has_one_spelling_and_the_old_one_is_read_with_a_note(capsys):
     base = ["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
-            "--recompute", "full"]
+            "--activation-checkpointing", "full"]
     main([*base, "--sharding", "hybrid", "--hybrid-shard-degree", "8"])
     new = capsys.readouterr()
     assert "sharding hybrid (groups of 8)" in new.out and new.err == ""
@@ -59,13 +59,13 @@ def test_hybrid_sharding_has_one_spelling_and_the_old_one_is_read_with_a_note(ca
 
 def test_plan_prints_hfu_and_the_lower_mfu_of_full_recomputation(capsys):
     main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
-          "--sharding", "full", "--recompute", "full"])
+          "--sharding", "full", "--activation-checkpointing", "full"])
     assert "at HFU 40%, MFU 30% (recomputation re-runs the forward)" in capsys.readouterr().out
 
 
 def test_default_tokens_are_chinchilla(capsys):
     main(["plan", "--model", "llama2-7b", "--instance", "ml.p5.48xlarge", "--count", "8", "--json",
-          "--sharding", "full", "--recompute", "full"])
+          "--sharding", "full", "--activation-checkpointing", "full"])
     out = json.loads(capsys.readouterr().out)
     assert out["tokens"] == 20 * out["params"]
 

@@ -71,7 +71,7 @@ def test_survivor_lines_hide_the_victims_confession_and_keep_both_backends_words
 def test_exercise_3_grades_rank_collective_and_step_from_traces(tmp_path):
     """check_traces against hand-written traces: the right triple passes, a wrong step fails naming the step,
     the unsolved stub and no cases fail."""
-    from fmlab.parallel.collective_trace import write_trace
+    from fmlab.hangs.trace import write_trace
 
     folder = tmp_path / "case"
     entries = [{"seq": s, "op": "gloo:all_reduce", "sizes": [[8]], "group": "default_pg", "step": (s + 1) // 2,

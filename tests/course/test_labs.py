@@ -62,10 +62,12 @@ def test_lab_07_scenarios_still_say_what_the_lab_text_says():
 def test_lab_07_ex1_check_names_what_differs(capsys):
     from fmlab.labs import lab07
     from fmlab.plan import layout
+    from fmlab.plan.parallelism import ParallelConfig
 
     def eager(model, instance_type, instances, memory_cap_gb):  # forgets attention="flash"
         for tp in (1, 2, 4, 8):
-            plan = layout.make_plan(model, 1e9, instance_type, instances, sharding="full", tp=tp, suggest=False)
+            plan = layout.make_plan(model, 1e9, instance_type, instances, parallel=ParallelConfig(sharding="full", tp=tp),
+                                    suggest=False)
             if plan.memory_gb_per_device <= memory_cap_gb:
                 return {"hybrid_shard_degree": 0, "tensor_parallel_degree": tp, "activation_checkpointing": "none"}
         raise ValueError("nothing fits: add instances")

@@ -14,10 +14,10 @@ import pytest
 
 from fmlab.course import figures
 from fmlab.course.slides import read_deck
-from fmlab.parallel import traffic
-from fmlab.parallel.scaling import bubble_fraction, gpipe_schedule
-from fmlab.plan import catalog, compute
+from fmlab.plan import catalog, compute, traffic
 from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 DECKS = sorted(p for p in (ROOT / "slides").glob("[0-9][0-9]_*.md"))
@@ -121,8 +121,9 @@ def test_layout_memory_is_the_planners_memory_per_device():
     for bar in ax.patches:
         i = round(bar.get_x() + bar.get_width() / 2)
         tops[i] = max(tops.get(i, 0.0), bar.get_y() + bar.get_height())
-    for i, (_, kwargs) in enumerate(figures.LAYOUT_MEMORY):
-        plan = make_plan(figures.MODEL, 1e9, figures.INSTANCE, figures.INSTANCES, suggest=False, **kwargs)
+    for i, (_, fields) in enumerate(figures.LAYOUT_MEMORY):
+        plan = make_plan(figures.MODEL, 1e9, figures.INSTANCE, figures.INSTANCES, parallel=ParallelConfig(**fields),
+                         suggest=False)
         assert tops[i] == pytest.approx(plan.memory_gb_per_device)  # drawn whole; the axis cuts the tall ones
 
 

@@ -13,9 +13,10 @@ import pytest
 
 from fmlab.course import figures
 from fmlab.course.slides import read_deck
-from fmlab.parallel.scaling import hybrid_traffic
 from fmlab.plan import catalog, compute
 from fmlab.plan.layout import make_plan
+from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.scaling import hybrid_traffic
 
 DECK_PATH = Path(__file__).resolve().parents[2] / "slides" / "07_gpt30b_sharded_training.md"
 MODEL, INSTANCE, COUNT, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
@@ -26,8 +27,10 @@ def deck() -> str:
     return DECK_PATH.read_text(encoding="utf-8")
 
 
-def plan(**kw):
-    return make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, attention="flash", suggest=False, **kw)
+def plan(recompute: str = "none", **layout):
+    """The planner's plan of the deck's run with this layout (ParallelConfig fields; `recompute` as its tables say)."""
+    return make_plan(MODEL, TOKENS, INSTANCE, COUNT, parallel=ParallelConfig(**layout).with_recompute(recompute),
+                     mfu=MFU, micro_batch=1, attention="flash", suggest=False)
 
 
 def test_the_deck_parses_and_shows_the_three_figures():
@@ -58,11 +61,11 @@ def test_the_chosen_layout_and_its_alternatives(deck):
     rule = choose(candidates(MODEL, TOKENS, INSTANCE, COUNT, attention="flash", mfu=MFU))
     assert (rule["sharding"], rule["shard degree"], rule["tp"], rule["recompute"]) == ("hybrid", 64, 1, "none")
     chosen = plan(sharding="hybrid", hybrid_shard_degree=64)
-    assert chosen.fits and chosen.layout["shard_degree"] == 64 and "`hybrid_shard_degree=64`" in deck
+    assert chosen.fits and chosen.parallel.shard_degree(chosen.devices) == 64 and "`hybrid_shard_degree=64`" in deck
     assert f"**{chosen.memory_gb_per_device:.1f} GB per GPU** of the {chosen.usable_memory_gb:.0f} GB usable" in deck
     full = plan(sharding="full")
-    eager = make_plan(MODEL, TOKENS, INSTANCE, COUNT, mfu=MFU, micro_batch=1, sharding="full", suggest=False,
-                      attention="eager")
+    eager = make_plan(MODEL, TOKENS, INSTANCE, COUNT, parallel=ParallelConfig(sharding="full"), mfu=MFU,
+                      micro_batch=1, suggest=False, attention="eager")
     assert f"({full.memory_gb_per_device:.1f} GB; {eager.memory_gb_per_device:.1f} GB if attention stored its scores)" in deck
     assert full.fits and not eager.fits
     hybrid8 = plan(sharding="hybrid", hybrid_shard_degree=8)
@@ -82,8 +85,8 @@ def test_the_chosen_layout_and_its_alternatives(deck):
     assert f"groups of 16 miss even with full recomputation ({h16.memory_gb_per_device:.1f} GB)" in deck
     assert f"groups of 32 with selective recomputation ({h32.memory_gb_per_device:.1f} GB)" in deck
     assert plan(sharding="hybrid", hybrid_shard_degree=32, recompute="full").fits
-    p4de = make_plan(MODEL, TOKENS, "ml.p4de.24xlarge", COUNT, micro_batch=1, attention="flash", sharding="hybrid",
-                     hybrid_shard_degree=8, recompute="full", suggest=False)
+    p4de = make_plan(MODEL, TOKENS, "ml.p4de.24xlarge", COUNT, micro_batch=1, attention="flash", suggest=False,
+                     parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=8, activation_checkpointing="full"))
     assert p4de.fits  # the note on 80 GB GPUs
 
 
@@ -95,7 +98,7 @@ def test_the_traffic_numbers(deck):
     assert full["intra_node_bytes"] == 0
     assert f"Groups of 64 (chosen): ~{d64['node_efa_bytes'] / 1e9:.0f} GB out of each node per step; full sharding " \
            f"over 128: ~{full['node_efa_bytes'] / 1e9:.0f} GB" in deck
-    from fmlab.parallel.scaling import step_communication
+    from fmlab.plan.scaling import step_communication
 
     p4d = catalog.instance("ml.p4d.24xlarge")
     s = step_communication(params, 128, 64, 2048, compute.flops_per_token(catalog.model(MODEL)), p4d.peak_tflops_bf16,

@@ -29,8 +29,9 @@ def test_flash_attention_drops_the_stored_scores():
     s, b, h = 2048, 1, 7168
     assert layout.activation_bytes_per_layer(m, b, s) == 34 * s * b * h  # flash is the planner's default
     assert layout.activation_bytes_per_layer(m, b, s, attention="eager") == s * b * h * (34 + 5 * 64 * s / h)
-    eager = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, sharding="full", attention="eager")
-    flash = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, sharding="full")
+    eager = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, parallel=ParallelConfig(sharding="full"),
+                             attention="eager")
+    flash = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, parallel=ParallelConfig(sharding="full"))
     assert round(eager.memory_gb_per_device, 1) == 96.6 and not eager.fits
     assert round(flash.memory_gb_per_device, 1) == 32.2 and flash.fits
     with pytest.raises(compute.PlanError, match="attention must be one of"):

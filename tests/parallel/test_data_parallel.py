@@ -1,4 +1,4 @@
-"""fmlab.parallel.traffic: communication volumes against their textbook values, claims, SMDDP rules, and the
+"""fmlab.plan.traffic: communication volumes against their textbook values, claims, SMDDP rules, and the
 commands the SageMaker SDK's own drivers build for Torchrun and MPI.
 
 Run: .venv/bin/pytest tests/parallel/test_data_parallel.py
@@ -6,7 +6,8 @@ Run: .venv/bin/pytest tests/parallel/test_data_parallel.py
 
 import pytest
 
-from fmlab.parallel import smddp, traffic
+from fmlab.plan import traffic
+from fmlab.service import smddp
 
 
 def test_ring_allreduce_sends_two_times_w_minus_one_over_w_of_the_buffer():

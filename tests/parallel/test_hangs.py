@@ -1,4 +1,4 @@
-"""The collective traces and their analyzer (fmlab.parallel.hangs, fmlab.parallel.collective_trace, `fmlab hangs`):
+"""The collective traces and their analyzer (fmlab.hangs.analysis, fmlab.hangs.trace, `fmlab hangs`):
 
 - in this process, on traces written by hand: a rank that left no trace is named with the collective the others
   waited in and its step; a rank alive but behind; a rank that skipped a collective (its #k is the others' #k+1,
@@ -17,8 +17,8 @@ import json
 import pytest
 
 from fmlab.cli import main as cli
-from fmlab.parallel.collective_trace import BUFFER_VARIABLE, CollectiveTrace, write_trace
-from fmlab.parallel.hangs import analyze, load_traces
+from fmlab.hangs.analysis import analyze, load_traces
+from fmlab.hangs.trace import BUFFER_VARIABLE, CollectiveTrace, write_trace
 
 
 def _entry(seq: int, step: int, op: str = "gloo:all_reduce", sizes=((4096,),), group: str = "default_pg") -> dict:

@@ -47,7 +47,7 @@ def test_data_parallel_notebook(run_notebook):
     assert (rec["torchrun_command"], rec["mpirun_command"]) == ("torchrun", "mpirun")
     assert rec["mpirun_ranks_sdk"] == 8  # SDK v3's -np: 8 ranks for 2 x 8 GPUs
     assert rec["mpirun_ranks_fixed"] == {"algo-1": 8, "algo-2": 8}
-    # SMDDP is frozen (fmlab.parallel.status) and SDK v3's MPI command lacks what SDK v2's runner set for it
+    # SMDDP is frozen (fmlab.service.libraries) and SDK v3's MPI command lacks what SDK v2's runner set for it
     assert rec["smddp_status"] == {"smddp": "frozen", "smp": "frozen", "last_smp": "2.8.0", "last_dlc_with_smddp": "2.5"}
     assert rec["v2_runner_missing"][:4] == ["smddprun", "SMDATAPARALLEL_USE_HOMOGENEOUS=1", "SMDATAPARALLEL_SERVER_ADDR=",
                                             "SMDATAPARALLEL_SERVER_PORT=7592"]

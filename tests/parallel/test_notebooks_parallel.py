@@ -37,7 +37,7 @@ def test_sharded_data_parallel_notebook(run_notebook):
     assert rec["smp_layout"] == {"sharding": "hybrid", "hybrid_shard_degree": 8, "activation_checkpointing": "full",
                                  "activation_offloading": True, "offload_horizon": 2}
     assert rec["smp_status"] == {"status": "frozen", "last": "2.8.0", "date": "2025-04-01",
-                                 "image": "2.5.1-gpu-py311-cu124"}  # fmlab.parallel.status
+                                 "image": "2.5.1-gpu-py311-cu124"}  # fmlab.service.libraries
     assert rec["import_seconds"] > 0
     mics = rec["mics"]  # MiCS's published figures against the traffic model (section 7)
     assert mics["mfu"] == pytest.approx(169 / 312, abs=1e-3) and mics["group"] == 64

@@ -9,7 +9,7 @@ Tolerance (fp32, only the order of the sums differs): |loss difference| <= 1e-5,
 
 import pytest
 
-from fmlab.parallel.launch import run_world
+from fmlab.measure.launch import run_worker_task
 
 pytestmark = pytest.mark.distributed
 
@@ -29,7 +29,7 @@ LAYOUTS = [
 
 @pytest.fixture(scope="module")
 def world():
-    return run_world("suite", 2, {"parity": {"presets": PRESETS, "layouts": LAYOUTS, "global_batch": 4, "seq_len": 32},
+    return run_worker_task("suite", 2, {"parity": {"presets": PRESETS, "layouts": LAYOUTS, "global_batch": 4, "seq_len": 32},
                                   "tp_mlp": {"hidden": 16, "width": 64, "tokens": 8}}, progress=False)
 
 

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from fmlab.parallel.launch import run_world
+from fmlab.measure.launch import run_worker_task
 
 pytestmark = pytest.mark.distributed
 
@@ -32,7 +32,7 @@ MEMORY = [
 
 @pytest.fixture(scope="module")
 def world():
-    return run_world("suite", 4, {"parity": {"presets": PRESETS, "layouts": PARITY, "global_batch": 4, "seq_len": 32},
+    return run_worker_task("suite", 4, {"parity": {"presets": PRESETS, "layouts": PARITY, "global_batch": 4, "seq_len": 32},
                                   "memory": {"preset": "tiny", "layouts": MEMORY}}, progress=False)
 
 

@@ -4,13 +4,13 @@ autograd keeps for backward as they should (counted with saved-tensor hooks; one
 import pytest
 import torch
 
+from fmlab.measure.parity import clean_name, make_tokens, reference_step
 from fmlab.models import build_model
 from fmlab.parallel.activations import (
     apply_activation_checkpointing,
     apply_activation_offloading,
     saved_bytes_for_backward,
 )
-from fmlab.parallel.parity import clean_name, make_tokens, reference_step
 
 TOL = 1e-6  # fp32; recomputation runs the same kernels on the same inputs, so differences are ~0
 

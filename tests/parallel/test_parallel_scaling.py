@@ -1,9 +1,10 @@
-"""Arithmetic of fmlab.parallel.scaling against the published formulas it implements (sources per test)."""
+"""Arithmetic of fmlab.plan.scaling against the published formulas it implements (sources per test)."""
 
 import pytest
 
-from fmlab.parallel.memory import predicted_state_bytes
-from fmlab.parallel.scaling import (
+from fmlab.measure.memory import predicted_state_bytes
+from fmlab.plan.compute import PlanError
+from fmlab.plan.scaling import (
     bubble_fraction,
     global_batch_tokens,
     gpipe_schedule,
@@ -11,7 +12,6 @@ from fmlab.parallel.scaling import (
     smallest_tp_for_batch,
     three_d_layout,
 )
-from fmlab.plan.compute import PlanError
 
 
 def test_bubble_fraction_is_megatrons():
@@ -80,8 +80,8 @@ def test_a_node_sends_one_gpus_ring_traffic_not_eight():
 def test_the_30b_step_on_p4d_is_bound_by_efa():
     """gpt-30b on 16 x p4d (400 Gbps EFA per node), groups of 64, micro-batch 1 x 2,048 tokens at MFU 40%: ~5 s of
     EFA against ~3.1 s of compute."""
-    from fmlab.parallel.scaling import step_communication
     from fmlab.plan import catalog, compute
+    from fmlab.plan.scaling import step_communication
 
     m, p4d = catalog.model("gpt-30b"), catalog.instance("ml.p4d.24xlarge")
     s = step_communication(compute.param_count(m), 128, 64, 2048, compute.flops_per_token(m), p4d.peak_tflops_bf16,

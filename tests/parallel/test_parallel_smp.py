@@ -44,9 +44,9 @@ def one_process_world(monkeypatch):
 
 
 def test_smp_path_calls_init_and_transform_and_trains(fake_smp, one_process_world):
+    from fmlab.measure.parity import make_tokens, reference_step
     from fmlab.models import build_model
     from fmlab.parallel import from_mp_parameters, init_distributed, parallelize, smp_available
-    from fmlab.parallel.parity import make_tokens, reference_step
 
     assert smp_available()
     cfg = from_mp_parameters('{"hybrid_shard_degree": 1, "sm_activation_offloading": false}')

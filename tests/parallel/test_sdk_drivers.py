@@ -1,6 +1,6 @@
 """The SageMaker SDK v3 drivers the course was checked against: the installed sagemaker-train must build, through
 its own driver code (mpi_driver.main(), torchrun_driver.create_commands(), run offline), exactly the commands that
-notebook 04 and fmlab.parallel.smddp expect; and what SDK v2's SMDDP runner added is named, not assumed.
+notebook 04 and fmlab.service.smddp expect; and what SDK v2's SMDDP runner added is named, not assumed.
 
 Run: .venv/bin/python -m pytest tests/parallel/test_sdk_drivers.py -q
 """
@@ -8,7 +8,7 @@ Run: .venv/bin/python -m pytest tests/parallel/test_sdk_drivers.py -q
 import tomllib
 from pathlib import Path
 
-from fmlab.parallel import smddp, status
+from fmlab.service import libraries, smddp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,15 +50,15 @@ def test_sdk_v3_mpi_lacks_what_the_v2_smddp_runner_set():
 
 
 def test_smddp_and_smp_are_frozen_dated_and_sourced_in_one_place():
-    assert (status.SMP.status, status.SMDDP.status, status.CURRENT.status) == ("frozen", "frozen", "current")
-    assert status.LAST_SMP == "2.8.0" and status.LAST_SMP_DATE == "2025-04-01"
-    assert smddp.SMDDP_INSTANCES == status.SMDDP_INSTANCE_TYPES == ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
-    assert "not p5" in status.SMDDP.instances and "untested by AWS" in status.SMDDP.launcher
-    for ref in status.sources():
-        assert ref.url.startswith("https://") and ref.read == status.READ_ON and ref.says
-    rows = status.table()
+    assert (libraries.SMP.status, libraries.SMDDP.status, libraries.CURRENT.status) == ("frozen", "frozen", "current")
+    assert libraries.LAST_SMP == "2.8.0" and libraries.LAST_SMP_DATE == "2025-04-01"
+    assert smddp.SMDDP_INSTANCES == libraries.SMDDP_INSTANCE_TYPES == ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
+    assert "not p5" in libraries.SMDDP.instances and "untested by AWS" in libraries.SMDDP.launcher
+    for ref in libraries.sources():
+        assert ref.url.startswith("https://") and ref.read == libraries.READ_ON and ref.says
+    rows = libraries.table()
     assert [r["status"] for r in rows] == ["current", "frozen", "frozen"]
     assert all(r["sources"] for r in rows)
-    line = status.headline()
+    line = libraries.headline()
     assert "v2.8.0 (2025-04-01" in line and "not p5" in line and "up to 2.5" in line
-    assert "validate_smddprun" in status.LAUNCH_DECISION and "untested by AWS" in status.LAUNCH_DECISION
+    assert "validate_smddprun" in libraries.LAUNCH_DECISION and "untested by AWS" in libraries.LAUNCH_DECISION

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import CheckpointPolicy
 
+from fmlab.measure.parity import make_tokens
 from fmlab.models import build_model
 from fmlab.parallel import activations
 from fmlab.parallel.activations import (
@@ -15,7 +16,6 @@ from fmlab.parallel.activations import (
     count_saved_bytes,
     saved_bytes_for_backward,
 )
-from fmlab.parallel.parity import make_tokens
 
 aten = torch.ops.aten
 

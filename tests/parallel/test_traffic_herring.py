@@ -1,4 +1,4 @@
-"""Herring (SMDDP's AllReduce) traffic against a ring all-reduce: fmlab.parallel.traffic.herring_bytes.
+"""Herring (SMDDP's AllReduce) traffic against a ring all-reduce: fmlab.plan.traffic.herring_bytes.
 
     .venv/bin/pytest tests/parallel/test_traffic_herring.py -q     (arithmetic only: well under a second)
 
@@ -14,7 +14,7 @@ What the sources say, and what each test checks (read 2026-11-23):
 
 import pytest
 
-from fmlab.parallel import traffic
+from fmlab.plan import traffic
 
 S = 13.5e9  # a buffer of 13.5 GB: llama2-7b's 6.74B bf16 gradients, rounded
 

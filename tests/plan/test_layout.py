@@ -54,16 +54,18 @@ def test_selective_keeps_the_input_and_every_matmul_output():
 
 
 def test_recomputation_and_offload_reduce_memory_in_order():
-    kw = dict(model="gpt-30b", tokens=1e9, instance="ml.p4d.24xlarge", instances=16, sharding="full")
-    mem = [make_plan(**kw, recompute=r).memory_gb_per_device for r in ("none", "selective", "full", "offload")]
+    kw = dict(model="gpt-30b", tokens=1e9, instance="ml.p4d.24xlarge", instances=16)
+    mem = [make_plan(**kw, parallel=ParallelConfig(sharding="full").with_recompute(r)).memory_gb_per_device
+           for r in ("none", "selective", "full", "offload")]
     assert mem == sorted(mem, reverse=True)
 
 
 def test_full_recomputation_costs_a_third_more_time_and_lowers_mfu_not_hfu():
     # PaLM (Chowdhery et al. 2022), Appendix B: MFU counts the model's FLOPs, HFU what the hardware runs;
     # full recomputation runs the forward (a third of forward + backward) again.
-    kw = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, sharding="full", mfu=0.4)
-    none, selective, full = (make_plan(**kw, recompute=r) for r in ("none", "selective", "full"))
+    kw = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, mfu=0.4)
+    none, selective, full = (make_plan(**kw, parallel=ParallelConfig(sharding="full", activation_checkpointing=r))
+                             for r in ("none", "selective", "full"))
     assert full.days == pytest.approx(none.days * 4 / 3) and full.cost_usd == pytest.approx(none.cost_usd * 4 / 3)
     assert (full.hfu, full.mfu) == (0.4, pytest.approx(0.3))
     assert selective.days == none.days and none.mfu == none.hfu == 0.4
@@ -71,9 +73,11 @@ def test_full_recomputation_costs_a_third_more_time_and_lowers_mfu_not_hfu():
 
 def test_gpt30b_on_16_p4d_fits_fully_sharded_with_flash_attention_only():
     kw = dict(model="gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16)
-    assert make_plan(**kw, sharding="full").fits  # ~24 GB of activations + 3.7 GB of states
-    assert not make_plan(**kw, sharding="full", attention="eager").fits  # the scores: ~92 GB
-    assert make_plan(**kw, sharding="full", attention="eager", recompute="full").fits
+    fsdp = ParallelConfig(sharding="full")
+    assert make_plan(**kw, parallel=fsdp).fits  # ~24 GB of activations + 3.7 GB of states
+    assert not make_plan(**kw, parallel=fsdp, attention="eager").fits  # the scores: ~92 GB
+    assert make_plan(**kw, parallel=ParallelConfig(sharding="full", activation_checkpointing="full"),
+                     attention="eager").fits
     ddp = make_plan(**kw)
     assert not ddp.fits
     with pytest.raises(PlanError, match="--sharding full"):
@@ -88,27 +92,29 @@ def test_gpt30b_on_16_p4d_fits_fully_sharded_with_flash_attention_only():
     ({"mfu": 0}, "MFU must be a fraction in"),
     ({"micro_batch": 0}, "micro_batch must be"),
     ({"seq_len": -1}, "seq_len must be"),
-    ({"tp": 0}, "tp must be"),
-    ({"recompute": "some"}, "recompute must be one of"),
+    ({"parallel": ParallelConfig(tp=0)}, "tp must be"),
+    ({"parallel": ParallelConfig(activation_checkpointing="some")}, "activation_checkpointing must be one of"),
+    ({"parallel": {"sharding": "full"}}, "parallel must be a ParallelConfig"),
+    ({"sharding": "full"}, "unexpected keyword"),
     ({"attention": "fast"}, "attention must be one of"),
 ])
 def test_out_of_range_inputs_get_a_clear_error(change, says):
     kw = {**dict(model="gpt-30b", tokens=1e9, instance="ml.p4d.24xlarge", instances=2), **change}
-    with pytest.raises(PlanError, match=says):
+    with pytest.raises((PlanError, TypeError), match=says):  # TypeError: the layout's old loose keywords
         make_plan(**kw)
 
 
 def test_impossible_degrees_name_the_fix():
     with pytest.raises(PlanError, match="does not divide the 128 devices"):
-        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 16, tp=3)
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 16, parallel=ParallelConfig(tp=3))
     with pytest.raises(PlanError, match="must divide llama2-13b's 40 attention heads"):
-        make_plan("llama2-13b", 1e9, "ml.p4d.24xlarge", 2, tp=16)
+        make_plan("llama2-13b", 1e9, "ml.p4d.24xlarge", 2, parallel=ParallelConfig(tp=16))
     with pytest.raises(PlanError, match="must divide gpt-30b's 48 layers"):
-        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 4, pp=32)
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 4, parallel=ParallelConfig(pp=32))
     with pytest.raises(PlanError, match="hybrid_shard_degree=3 must divide the 16 data-parallel ranks"):
-        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="hybrid", hybrid_shard_degree=3)
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=3))
     with pytest.raises(PlanError, match="sharding must be one of"):
-        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, sharding="zero4")
+        make_plan("gpt-30b", 1e9, "ml.p4d.24xlarge", 2, parallel=ParallelConfig(sharding="zero4"))
 
 
 def test_the_planner_refuses_what_the_engine_cannot_split():
@@ -123,7 +129,8 @@ def test_the_planner_refuses_what_the_engine_cannot_split():
 
 
 def test_plan_dict_has_the_cli_keys():
-    d = make_plan("llama2-7b", 2e12, "ml.p5.48xlarge", 8, sharding="full", recompute="full").to_dict()
+    d = make_plan("llama2-7b", 2e12, "ml.p5.48xlarge", 8,
+                  parallel=ParallelConfig(sharding="full", activation_checkpointing="full")).to_dict()
     for key in ("params", "train_flops", "days", "cost_usd", "memory_gb_per_device", "memory_breakdown_gb", "fits"):
         assert key in d
     assert d["fits"] is True

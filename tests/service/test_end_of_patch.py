@@ -1,5 +1,5 @@
 """A manifest's end of patch is used: past it preflight warns, naming the date and a patched image from the
-manifests; SMDDP under SDK v3's launcher is warned as untested by AWS (fmlab.parallel.status.LAUNCH_DECISION); the
+manifests; SMDDP under SDK v3's launcher is warned as untested by AWS (fmlab.service.libraries.LAUNCH_DECISION); the
 PyTorch 2.3.0 DLC carries SMDDP 2.3.0 (aws/deep-learning-containers commit 5891e61e, 2024-05-23)."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 `FIGURES` maps a name to a function that takes no argument and returns a `matplotlib.figure.Figure`; each
 function's docstring says what it shows. Every figure is computed from the package's own functions, never from
 numbers typed here: `fmlab.plan` (memory per layout, the phased plan, reliability), the arithmetic of
-`fmlab.parallel.scaling` and `fmlab.parallel.traffic` (hybrid traffic, pipeline bubbles, parameter server against
+`fmlab.plan.scaling` and `fmlab.plan.traffic` (hybrid traffic, pipeline bubbles, parameter server against
 ring all-reduce and Herring), and, for `lr_sweep` only, a few seconds of real training of the tiny model with
 `fmlab.train` (the notebook 03 sweep, deterministic on a CPU). No network. Module 8's two figures,
 `job_mtbf` and `checkpoint_interval`, come from `fmlab.plan.reliability` (the latter drawn by
@@ -32,12 +32,13 @@ from pathlib import Path
 
 from fmlab.plan import catalog, compute, reliability
 from fmlab.plan.layout import TrainingPlan, checkpoint_gb, make_plan
+from fmlab.plan.parallelism import ParallelConfig
 
 # The module 7 run: gpt-30b on 16 x p4d.24xlarge (128 A100 40 GB), 300B tokens at 40% MFU.
 MODEL, INSTANCE, INSTANCES, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
 ATTENTION = "flash"  # FlashAttention / PyTorch SDPA: the attention scores are never stored
 
-# (group, label, make_plan arguments): the candidate layouts of gpt30b_memory, in the order drawn
+# (group, label, ParallelConfig fields): the candidate layouts of gpt30b_memory, in the order drawn
 GPT30B_LAYOUTS: tuple[tuple[str, str, dict], ...] = (
     ("sharding", "full (128)", {"sharding": "full"}),
     ("sharding", "hybrid 8", {"sharding": "hybrid", "hybrid_shard_degree": 8}),
@@ -47,9 +48,10 @@ GPT30B_LAYOUTS: tuple[tuple[str, str, dict], ...] = (
     ("full sharding + tensor parallel", "TP 2", {"sharding": "full", "tp": 2}),
     ("full sharding + tensor parallel", "TP 4", {"sharding": "full", "tp": 4}),
     ("full sharding + tensor parallel", "TP 8", {"sharding": "full", "tp": 8}),
-    ("full sharding + recomputation", "selective", {"sharding": "full", "recompute": "selective"}),
-    ("full sharding + recomputation", "full", {"sharding": "full", "recompute": "full"}),
-    ("full sharding + recomputation", "offload", {"sharding": "full", "recompute": "offload"}),
+    ("full sharding + recomputation", "selective", {"sharding": "full", "activation_checkpointing": "selective"}),
+    ("full sharding + recomputation", "full", {"sharding": "full", "activation_checkpointing": "full"}),
+    ("full sharding + recomputation", "offload", {"sharding": "full", "activation_checkpointing": "full",
+                                                       "activation_offloading": True}),
 )
 CHOSEN_LAYOUT = "hybrid 64"  # groups of 64 GPUs (2 replicas), no recomputation: fmlab.plan.layout.choose
 HYBRID_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -60,15 +62,16 @@ S3_GB_PER_S_PER_NODE = 1.25  # each node reads from S3 at 10 Gbit/s
 KEEP_CHECKPOINTS = 3  # keep-last-N: what a restart copies back to every instance
 MTBF_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
-# Module 1: the notebook's memory-per-layout figure (notebooks/01_when_to_pretrain.ipynb, the same layouts)
+# Module 1: the notebook's memory-per-layout figure (notebooks/01_when_to_pretrain.ipynb, the same layouts), as
+# ParallelConfig fields
 LAYOUT_MEMORY: tuple[tuple[str, dict], ...] = (
     ("DDP", {"sharding": "none"}),
     ("ZeRO-1", {"sharding": "zero1"}),
     ("ZeRO-2", {"sharding": "zero2"}),
     ("FSDP full", {"sharding": "full"}),
-    ("FSDP full\n+ recompute", {"sharding": "full", "recompute": "full"}),
-    ("hybrid 8\n+ recompute", {"sharding": "hybrid", "hybrid_shard_degree": 8, "recompute": "full"}),
-    ("TP 8 + recompute", {"tp": 8, "recompute": "full"}),
+    ("FSDP full\n+ recompute", {"sharding": "full", "activation_checkpointing": "full"}),
+    ("hybrid 8\n+ recompute", {"sharding": "hybrid", "hybrid_shard_degree": 8, "activation_checkpointing": "full"}),
+    ("TP 8 + recompute", {"tp": 8, "activation_checkpointing": "full"}),
 )
 # Module 2: models whose Chinchilla-optimal data the deck sizes
 DATA_MODELS = ("tiny", "llama2-7b", "gpt-30b", "llama2-70b")
@@ -139,9 +142,9 @@ def _si(x: float, unit: str = "") -> str:
 
 def gpt30b_plans(attention: str = ATTENTION) -> dict[str, TrainingPlan]:
     """The planner's TrainingPlan of every candidate layout of gpt30b_memory, by label (micro-batch 1)."""
-    return {label: make_plan(MODEL, TOKENS, INSTANCE, INSTANCES, mfu=MFU, micro_batch=1, attention=attention,
-                             suggest=False, **kwargs)
-            for _, label, kwargs in GPT30B_LAYOUTS}
+    return {label: make_plan(MODEL, TOKENS, INSTANCE, INSTANCES, parallel=ParallelConfig(**fields), mfu=MFU,
+                             micro_batch=1, attention=attention, suggest=False)
+            for _, label, fields in GPT30B_LAYOUTS}
 
 
 def gpt30b_memory():
@@ -235,13 +238,13 @@ def gpt30b_ladder():
 def hybrid_traffic():
     """Bytes per training step against the hybrid shard degree D, gpt-30b on 128 GPUs (16 nodes).
 
-    fmlab.parallel.scaling.hybrid_traffic for D = 1 (plain data parallelism), 2, 4, ... 128 (full sharding):
+    fmlab.plan.scaling.hybrid_traffic for D = 1 (plain data parallelism), 2, 4, ... 128 (full sharding):
     bars of gigabytes each GPU sends inside its node (NVLink) and each node sends out over EFA (bf16 gathers,
     fp32 reductions, as the engine runs FSDP2); on the right axis, the model states each GPU keeps (16 bytes per
     parameter / D). A shard group within one node (D <= 8) keeps its all-gathers on NVLink; a larger one sends
     them over EFA, about one GPU's ring traffic per node.
     """
-    from fmlab.parallel.scaling import hybrid_traffic as traffic
+    from fmlab.plan.scaling import hybrid_traffic as traffic
 
     inst = catalog.instance(INSTANCE)
     params = compute.param_count(catalog.model(MODEL))
@@ -482,13 +485,13 @@ def data_parallel_traffic():
     """Bytes per training step on the busiest network link, and sequential network steps, against the cluster.
 
     llama2-7b's bf16 gradients (fmlab.plan.compute.param_count) on 2 to 64 ml.p4d.24xlarge (8 GPUs each). Left,
-    GB per step from fmlab.parallel.traffic: one classic parameter server's link (parameter_server_bytes, every GPU
+    GB per step from fmlab.plan.traffic: one classic parameter server's link (parameter_server_bytes, every GPU
     pulls the model), a ring all-reduce over all the GPUs (ring_allreduce_bytes: what one instance's EFA carries),
     Herring as SMDDP runs it, server shards on the instances' CPUs (herring_bytes, colocated), and Herring with
     the shards on separate CPU machines (herring_bytes, colocated=False). Right, sequential network steps per
     reduction: the ring's 2(W-1) against Herring's 2 hops (ring_allreduce_steps, HerringTraffic.hops).
     """
-    from fmlab.parallel import traffic
+    from fmlab.plan import traffic
 
     params = compute.param_count(catalog.model(DP_MODEL))
     gpus = catalog.instance(INSTANCE).accelerators
@@ -535,12 +538,12 @@ def data_parallel_traffic():
 def pipeline_schedule():
     """The GPipe schedule of 6 stages and 4 microbatches, and the pipeline bubble against the microbatches.
 
-    Top: every forward (F) and backward (B, twice a forward's time) slot of fmlab.parallel.scaling.gpipe_schedule,
+    Top: every forward (F) and backward (B, twice a forward's time) slot of fmlab.plan.scaling.gpipe_schedule,
     one row per stage; the empty triangles are the bubble. Bottom: the bubble as a share of the compute time,
-    fmlab.parallel.scaling.bubble_fraction = (p - 1) / (v m), for 1 to 64 microbatches, plain (v = 1) and
+    fmlab.plan.scaling.bubble_fraction = (p - 1) / (v m), for 1 to 64 microbatches, plain (v = 1) and
     interleaved with 2 chunks per GPU (v = 2) (Narayanan et al. 2021). Notebook 06's parameters.
     """
-    from fmlab.parallel.scaling import bubble_fraction, gpipe_schedule
+    from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
 
     p, m = PIPELINE_STAGES, PIPELINE_MICROBATCHES
     fig = _figure(10, 5.6)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fmlab.plan import compute
 from fmlab.plan.layout import make_plan
+from fmlab.plan.parallelism import ParallelConfig
 
 
 def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: list[int], mfu: float = 0.4,
@@ -81,12 +82,14 @@ def phase_costs(phases, ax=None):
 
 
 def memory_breakdown(model: str, instance: str, count: int, layouts: dict[str, dict], ax=None):
-    """Stacked bars of memory per device (GB) for several layouts of the same run, with the device limit."""
+    """Stacked bars of memory per device (GB) for several layouts of the same run, with the device limit.
+    `layouts`: label -> ParallelConfig fields ({"sharding": "full", "activation_checkpointing": "full"})."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4))
-    plans = {label: make_plan(model, 1e9, instance, count, suggest=False, **kw) for label, kw in layouts.items()}
+    plans = {label: make_plan(model, 1e9, instance, count, parallel=ParallelConfig(**fields), suggest=False)
+             for label, fields in layouts.items()}
     parts = list(next(iter(plans.values())).memory_breakdown_gb)
     bottom = [0.0] * len(plans)
     for part in parts:

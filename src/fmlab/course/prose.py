@@ -12,8 +12,8 @@ tests/course/test_prose.py change a parameter and check that the sentence change
 
 from __future__ import annotations
 
-from fmlab.parallel.scaling import hybrid_traffic
 from fmlab.plan.layout import GLOBAL_BATCH_LIMIT_TOKENS, RECOMPUTE_CHOICES, global_batch_tokens
+from fmlab.plan.scaling import hybrid_traffic
 
 
 def _gpus(n: int, per_node: int) -> str:
@@ -57,7 +57,7 @@ def layout_reason(rows: list[dict], choice: dict, params: float, gpus_per_node: 
 def layout_traffic(params: float, world: int, shard_degree: int, gpus_per_node: int = 8,
                    seconds: dict | None = None) -> str:
     """Bytes per step in the chosen group against sharding over the whole cluster (module 5's model), the step's
-    EFA time against its compute when `seconds` (parallel.scaling.step_communication) is given, and why the
+    EFA time against its compute when `seconds` (plan.scaling.step_communication) is given, and why the
     smaller group is preferred all the same."""
     mine, whole = hybrid_traffic(params, world, shard_degree, gpus_per_node), hybrid_traffic(params, world, world,
                                                                                                 gpus_per_node)

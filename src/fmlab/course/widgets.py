@@ -15,16 +15,21 @@ import math
 from fmlab.plan import catalog
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import make_plan
+from fmlab.plan.parallelism import CHECKPOINTING, ParallelConfig
 
 LARGE_MODELS = [name for name in catalog.MODELS if not name.startswith("tiny")]
 
 
 def calculator_result(model: str, tokens_billion: float, instance: str, count: int, mfu: float,
-                      sharding: str = "full", recompute: str = "full", hybrid_shard_degree: int = 0) -> str:
-    """The calculator's output as HTML (also used without widgets, e.g. in tests)."""
+                      sharding: str = "full", activation_checkpointing: str = "full",
+                      activation_offloading: bool = False, hybrid_shard_degree: int = 0) -> str:
+    """The calculator's output as HTML (also used without widgets, e.g. in tests). The layout arguments are
+    ParallelConfig's fields, the flags of `fmlab plan` and `fmlab.train`."""
     try:
-        plan = make_plan(model, tokens_billion * 1e9, instance, count, mfu=mfu, sharding=sharding,
-                         hybrid_shard_degree=hybrid_shard_degree, recompute=recompute)
+        parallel = ParallelConfig(sharding=sharding, hybrid_shard_degree=hybrid_shard_degree,
+                                  activation_checkpointing=activation_checkpointing,
+                                  activation_offloading=activation_offloading)
+        plan = make_plan(model, tokens_billion * 1e9, instance, count, parallel=parallel, mfu=mfu)
     except PlanError as e:
         return f'<div class="fmlab-error"><b>Impossible plan:</b> {html.escape(str(e))}</div>'
     verdict = "yes" if plan.fits else "no"
@@ -49,7 +54,8 @@ def calculator_result(model: str, tokens_billion: float, instance: str, count: i
 
 
 def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instance: str = "ml.p4d.24xlarge",
-                    count: int = 16, mfu: float = 0.4, sharding: str = "full", recompute: str = "full"):
+                    count: int = 16, mfu: float = 0.4, sharding: str = "full", activation_checkpointing: str = "full",
+                    activation_offloading: bool = False):
     """Model, tokens, instance type, count, MFU -> days, cost, memory per device, fits or not."""
     import ipywidgets as w
 
@@ -67,8 +73,11 @@ def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instanc
                              readout_format=".0%", style=style, layout=layout),
         "sharding": w.Dropdown(options=["none", "zero1", "zero2", "full"], value=sharding,
                                description="Sharding", style=style, layout=layout),
-        "recompute": w.Dropdown(options=["none", "selective", "full", "offload"], value=recompute,
-                                description="Activation recompute", style=style, layout=layout),
+        "activation_checkpointing": w.Dropdown(options=list(CHECKPOINTING), value=activation_checkpointing,
+                                               description="Activation checkpointing", style=style, layout=layout),
+        "activation_offloading": w.Dropdown(options=[("no", False), ("yes, to host memory", True)],
+                                            value=activation_offloading, description="Activation offloading",
+                                            style=style, layout=layout),
     }
     css = {"tokens_billion": "tokens", "count": "count"}
     for key, control in controls.items():

@@ -3,10 +3,10 @@
     from fmlab.labs.hang_traces import run_drill
     drill = run_drill("hang", "runs/hangs", world_size=4, rank=2, step=3)   # about 3 s on 2 cores
     print(drill.report)                  # "rank 2 stopped at step 3: never entered collective #5 ..."
-    drill.traces                         # the rank-N.json the surviving ranks wrote (fmlab.parallel.hangs reads them)
+    drill.traces                         # the rank-N.json the surviving ranks wrote (fmlab.hangs.analysis reads them)
 
 Each rank runs a few "training steps" of two same-sized gradient all-reduces (a bucketed backward) under the
-engine's own collective trace (fmlab.parallel.collective_trace: PyTorch's Flight Recorder plus the step of each
+engine's own collective trace (fmlab.hangs.trace: PyTorch's Flight Recorder plus the step of each
 collective), with a collective timeout of `timeout` seconds (2 here; 80 in fmlab.train after its first step):
 
 - "hang": at the start of `step`, `rank` stops joining collectives (it sleeps, then leaves quietly). To its
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fmlab.parallel.hangs import HangReport, analyze, load_traces
+from fmlab.hangs.analysis import HangReport, analyze, load_traces
 
 KINDS = ("hang", "skip")
 STEPS = 4
@@ -52,7 +52,7 @@ def _steps(rank: int, world_size: int, kind: str, fault_rank: int, fault_step: i
     import torch
     import torch.distributed as dist
 
-    from fmlab.parallel.collective_trace import CollectiveTrace
+    from fmlab.hangs.trace import CollectiveTrace
 
     trace = CollectiveTrace(folder=folder, timeout_s=timeout)
     grads = [torch.ones(BUCKET), torch.ones(BUCKET)]
@@ -79,8 +79,8 @@ def run_drill(kind: str, logs: str | Path, world_size: int = 2, rank: int = 1, s
               timeout: float = 2.0) -> HangDrill:
     """Make `rank` hang or skip a collective at `step` on `world_size` gloo processes; the traces and what the
     analyzer makes of them."""
+    from fmlab.hangs.trace import BUFFER_VARIABLE
     from fmlab.labs.world import run_world
-    from fmlab.parallel.collective_trace import BUFFER_VARIABLE
 
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")

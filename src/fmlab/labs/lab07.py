@@ -19,12 +19,13 @@ from fmlab.jobs.sharded import environment
 from fmlab.labs import Lab
 from fmlab.plan import catalog, layout
 from fmlab.plan.compute import PlanError
+from fmlab.plan.parallelism import ParallelConfig
 
 LAB = Lab("lab 07", ["ex1_choose_smp", "ex2_cloud_job", "ex3_twin"])
 
 # The questions' inputs live here so that the notebook and its checks cannot drift apart.
 TOKENS = 300e9  # the run's tokens: the planner wants them for days and dollars; memory does not depend on them
-RECOMPUTE = ("none", "selective", "full")  # activation checkpointing, from cheapest in compute to most frugal
+CHECKPOINTING = ("none", "selective", "full")  # activation checkpointing, from cheapest in compute to most frugal
 EX1 = [
     dict(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, memory_cap_gb=36.0),
     dict(model="gpt-30b", instance_type="ml.p4d.24xlarge", instances=16, memory_cap_gb=24.0),
@@ -68,20 +69,22 @@ def reference_choice(model: str, instance_type: str, instances: int, memory_cap_
     full), then tensor parallelism (smallest), then shard degree (smallest), whose memory per GPU is within the
     cap. Full sharding (D = the data-parallel ranks) is written 0, as SMP v2 writes it. Raises PlanError."""
     n = world(instance_type, instances)
-    for recompute in RECOMPUTE:
+    for checkpointing in CHECKPOINTING:
         for tp in tp_degrees(instance_type):
             if n % tp:
                 continue
             dp = n // tp
             for d in (d for d in range(1, dp + 1) if dp % d == 0):
                 try:
-                    plan = layout.make_plan(model, TOKENS, instance_type, instances, sharding="hybrid",
-                                            hybrid_shard_degree=d, tp=tp, recompute=recompute, micro_batch=1, attention="flash", suggest=False)
+                    parallel = ParallelConfig(sharding="hybrid", hybrid_shard_degree=d, tp=tp,
+                                              activation_checkpointing=checkpointing)
+                    plan = layout.make_plan(model, TOKENS, instance_type, instances, parallel=parallel, micro_batch=1,
+                                            attention="flash", suggest=False)
                 except PlanError:
                     continue  # e.g. a TP degree that does not divide the heads
                 if plan.memory_gb_per_device <= memory_cap_gb:
                     return {"hybrid_shard_degree": 0 if d == dp else d, "tensor_parallel_degree": tp,
-                            "activation_checkpointing": recompute, "memory_gb": plan.memory_gb_per_device}
+                            "activation_checkpointing": checkpointing, "memory_gb": plan.memory_gb_per_device}
     raise PlanError(f"{model} does not fit in {memory_cap_gb:g} GB per GPU on {instances} x {instance_type} with any "
                     f"shard degree, TP up to {tp_degrees(instance_type)[-1]} and full recomputation: use more "
                     f"instances or a larger-memory instance")
@@ -97,7 +100,7 @@ def _scenario(s: dict) -> str:
 
 
 def _normalised(choice: dict, s: dict) -> tuple:
-    """(D, T, recompute) with D = dp (full sharding) written 0."""
+    """(D, T, activation checkpointing) with D = dp (full sharding) written 0."""
     tp = int(choice["tensor_parallel_degree"])
     d = int(choice["hybrid_shard_degree"])
     dp = world(s["instance_type"], s["instances"]) // tp
@@ -118,7 +121,8 @@ def check_choose_smp(choose_smp) -> bool:
             got = choose_smp(**s)
         except NotImplementedError:
             return LAB.report(ex, False, "not answered yet: choose_smp still raises NotImplementedError. Hint: loop "
-                              "over recompute, then T, then D, and return the first layout.make_plan(...) within the cap")
+                              "over activation checkpointing, then T, then D, and return the first layout.make_plan(...) "
+                              "within the cap")
         except (PlanError, ValueError) as e:
             if want is None and str(e).strip():
                 rows.append(f"  {_scenario(s)}: raises {type(e).__name__}: {e}")
@@ -146,13 +150,14 @@ def check_choose_smp(choose_smp) -> bool:
         if diff:
             wrong.append(f"{_scenario(s)}: " + ", ".join(diff))
         else:
-            rows.append(f"  {_scenario(s)}: D={expected[0]}, TP={expected[1]}, recompute {expected[2]}, "
+            rows.append(f"  {_scenario(s)}: D={expected[0]}, TP={expected[1]}, checkpointing {expected[2]}, "
                         f"{want['memory_gb']:.1f} GB per GPU")
     if wrong:
         return LAB.report(ex, False, f"{len(wrong)} of {len(EX1)} scenarios differ from the rule. Hint: "
-                          + "; ".join(wrong) + ". Plan with layout.make_plan(..., attention='flash', micro_batch=1, "
-                          "suggest=False), compare plan.memory_gb_per_device with the cap, and try recompute, then "
-                          "TP, then D in the stated order; full sharding is D = 0")
+                          + "; ".join(wrong) + ". Plan with layout.make_plan(..., parallel=ParallelConfig(...), "
+                          "attention='flash', micro_batch=1, suggest=False), compare plan.memory_gb_per_device with "
+                          "the cap, and try activation checkpointing, then TP, then D in the stated order; full "
+                          "sharding is D = 0")
     return LAB.report(ex, True, "every scenario follows the rule:\n" + "\n".join(rows))
 
 

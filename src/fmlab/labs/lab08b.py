@@ -370,9 +370,9 @@ def _seq_of(collective: str) -> int:
 def trace_cases(drills: dict[str, Drill], work: str | Path) -> dict[str, TraceCase]:
     """The traces the live drills' survivors wrote, and two more made here in seconds on forked gloo processes
     (fmlab.labs.hang_traces): a hung rank of 4 and a rank of 3 that skips an all-reduce. The collective number
-    of the truth is the analyzer's (fmlab.parallel.hangs); the rank and the step are the fault's own."""
+    of the truth is the analyzer's (fmlab.hangs.analysis); the rank and the step are the fault's own."""
+    from fmlab.hangs.analysis import analyze, load_traces
     from fmlab.labs.hang_traces import run_drill
-    from fmlab.parallel.hangs import analyze, load_traces
 
     cases: dict[str, TraceCase] = {}
     for drill in drills.values():
@@ -396,7 +396,7 @@ def trace_cases(drills: dict[str, Drill], work: str | Path) -> dict[str, TraceCa
 
 def show_traces(cases: dict[str, TraceCase], last: int = 4) -> None:
     """Each case's traces: which ranks wrote one, and the newest `last` collectives of each."""
-    from fmlab.parallel.hangs import load_traces
+    from fmlab.hangs.analysis import load_traces
 
     for case in cases.values():
         traces = load_traces(case.folder)
@@ -410,7 +410,7 @@ def show_traces(cases: dict[str, TraceCase], last: int = 4) -> None:
 
 def check_traces(who_stopped, cases: dict[str, TraceCase]) -> bool:
     """Exercise 3: who_stopped(traces, world) -> (rank, collective number, step) for every case."""
-    from fmlab.parallel.hangs import load_traces
+    from fmlab.hangs.analysis import load_traces
 
     ex = "ex3_hung_rank_from_traces"
     hint = ("match collectives across ranks by their number on the group; a rank with no trace never entered the "

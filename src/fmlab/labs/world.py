@@ -7,7 +7,7 @@
         print(world.failure())          # which rank raised what, or which collective hung, with the log's path
     problems = differences(world.results[0], reference, atol=1e-6)   # ["grad of 0.weight at step 3: max |diff| ..."]
 
-Why fork, not torchrun. The engine's launcher (`fmlab.parallel.launch`) starts torchrun, whose children import a
+Why fork, not torchrun. The measuring launcher (`fmlab.measure.launch`) starts torchrun, whose children import a
 module by name; a lab's code is a function the learner just defined in a notebook cell, which no child could
 import, and each torchrun world pays ~4 s of imports on a 2-core laptop. A forked child inherits the kernel's
 memory: the learner's function, the lab's reference and every imported module, in about 0.1 s. Forking is

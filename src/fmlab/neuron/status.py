@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fmlab.jobs.images import IMAGES, NEURON_TRAINING_TAGS, TORCHNEURON_FAMILIES, TORCHNEURON_NEURON_SDK
-from fmlab.service.sources import Source
+from fmlab.service.sources import Source, cited, sources_of
 
 READ_ON = "2026-11-23"  # when every source below was read
 _DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en"
@@ -154,17 +154,13 @@ TORCHNEURON_BACKEND = "neuron"  # the process-group backend and the device type 
 
 def sources() -> list[Source]:
     """Every source of this module, once each."""
-    seen: dict[str, Source] = {}
-    for stack in STACKS:
-        for s in stack.sources:
-            seen.setdefault(s.url + s.title, s)
-    return list(seen.values())
+    return sources_of(STACKS)
 
 
 def table() -> list[dict]:
     """One row per stack, for notebook 09's status table (and the slides)."""
     return [{"stack": s.name, "status": s.status, "since Neuron": s.since, "instances": s.instances,
-             "what to do": s.what_to_do, "sources": "; ".join(f"{x.title} ({x.url}, read {x.read})" for x in s.sources)}
+             "what to do": s.what_to_do, "sources": cited(s.sources)}
             for s in STACKS]
 
 

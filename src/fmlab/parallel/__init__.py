@@ -13,12 +13,16 @@ checkpointing / offloading (they wrap whole decoder layers), then FSDP or DDP (t
 is left). All devices are arranged on one 3-D device mesh (dp_replicate, dp_shard, tp).
 
 Files: config.py (ParallelConfig, DistInfo), mesh.py (process group, backend, device mesh, collective timeouts),
-collective_trace.py and hangs.py (each rank's last collectives, and the analyzer that names a hung rank), recipe.py
-(`parallelize`), one file per layout (ddp, fsdp, tensor, activations, precision, smp), linear.py (column/row
-parallel layers written by hand, the teaching version of tensor.py), smddp.py (SageMaker's data-parallel
-library: instances, launchers, the driver's command), traffic.py and scaling.py (the communication and
-scaling arithmetic), memory.py (measured against planned state bytes), parity.py / worker.py / launch.py
-(the multi-process checks that every layout equals one process), views.py (figures for the notebooks).
+recipe.py (`parallelize`), one file per layout (ddp, fsdp, tensor, activations, precision, smp), compiled.py
+(torch.compile, one decoder layer at a time), linear.py (column/row parallel layers written by hand, the teaching
+version of tensor.py).
+
+Beside the engine, each in its own room: the communication and scaling arithmetic in fmlab.plan (traffic.py,
+scaling.py; no torch); the multi-process checks that every layout equals one process, the measured memory and
+their figures in fmlab.measure; the per-rank collective trace and the hang analyzer in fmlab.hangs; SageMaker's
+library facts (SMP/SMDDP status, SMDDP's instances, launchers and the SDK driver's command) in
+fmlab.service.libraries and fmlab.service.smddp. fmlab.measure and fmlab.hangs sit above the engine (they
+import it, it never imports them).
 """
 
 from fmlab.parallel.config import DistInfo, ParallelConfig

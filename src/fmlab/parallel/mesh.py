@@ -94,7 +94,7 @@ def resolve_backend(cfg: ParallelConfig) -> str:
         except ImportError:
             raise PlanError("backend='smddp' needs SageMaker's SMDDP library (smdistributed.dataparallel), found "
                             "only in the SageMaker PyTorch containers up to 2.5 and the SMP images (frozen: "
-                            "fmlab.parallel.status): use backend='auto' (NCCL on GPUs)") from None
+                            "fmlab.service.libraries): use backend='auto' (NCCL on GPUs)") from None
         return "smddp"
     if cfg.backend != "auto":
         return cfg.backend
@@ -133,7 +133,7 @@ def collective_timeout_error(error: BaseException, timeout: float | None, flag: 
                              named: str = "") -> CollectiveTimeout | None:
     """A CollectiveTimeout naming `timeout` (and the `flag` that set it) if `error` is a backend's timeout (gloo:
     "Timed out waiting 5000ms for recv operation", NCCL's watchdog: "Watchdog caught collective operation
-    timeout"), else None. `named`: what the collective traces say (fmlab.parallel.hangs), put first."""
+    timeout"), else None. `named`: what the collective traces say (fmlab.hangs.analysis), put first."""
     text = str(error)
     if not isinstance(error, RuntimeError) or not any(w in text.lower() for w in ("timed out", "timeout")):
         return None

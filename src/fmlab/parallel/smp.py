@@ -6,7 +6,7 @@
 SageMaker passes SMP's settings to the training script as one hyperparameter, `--mp_parameters`, holding a
 JSON object (SDK v3 builds it from `Torchrun(smp=SMP(...))`). Where `torch.sagemaker` is importable (only the
 SMP images, smdistributed-modelparallel; the SageMaker PyTorch training containers do not ship it; SMP v2 is
-frozen at v2.8.0 with PyTorch 2.5.1: fmlab.parallel.status), `init_distributed` calls `tsm.init(...)` and `parallelize` calls
+frozen at v2.8.0 with PyTorch 2.5.1: fmlab.service.libraries), `init_distributed` calls `tsm.init(...)` and `parallelize` calls
 `tsm.transform(model)` and wraps the result with FSDP, as the SMP v2 documentation's training scripts do;
 everywhere else the native PyTorch path of fmlab.parallel does the same job with the same settings.
 

@@ -1,16 +1,20 @@
 """Planning a pretraining run (module 1): facts as data, and the arithmetic on them.
 
     from fmlab.plan import catalog, compute, layout
+    from fmlab.plan.parallelism import ParallelConfig
     m = catalog.model("gpt-30b")                                     # a published model shape
     compute.estimate_run(m, 300e9, "ml.p4d.24xlarge", 16, mfu=0.4)   # FLOPs, days, cost
-    layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16, sharding="full", recompute="full")  # memory per device
+    layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16,                # memory per device
+                     parallel=ParallelConfig(sharding="full", activation_checkpointing="full"))
 
 Files, in the order the course uses them:
 - catalog.py   instances, accelerators, model shapes and published runs, each with its source and date read
 - compute.py   parameters, FLOPs per token, training time, cost, MFU, the phased scaling plan; PlanError
-- parallelism.py  ParallelConfig: THE parallel layout (sharding, tp, pp, recompute, ...) and its one check,
+- parallelism.py  ParallelConfig: THE parallel layout (sharding, tp, pp, activation checkpointing, ...) and its one check,
                  read by the planner, the engine (fmlab.parallel), TrainConfig and every job
 - layout.py    the memory a layout needs per device, and the plan of a run (make_plan)
+- traffic.py   data parallelism in bytes: ring all-reduce, parameter server, Herring (SMDDP); published claims
+- scaling.py   global batch, pipeline bubbles, 3-D layouts, hybrid-sharding traffic, EFA time against compute
 - decision.py  the "should you pretrain at all?" questions and their recommendation
 - reliability.py  failures at scale (a published failure rate), job MTBF, Young/Daly checkpoint intervals
 

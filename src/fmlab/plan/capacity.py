@@ -107,13 +107,14 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
     from this many instances on, the run needs reserved capacity (the course's rule of thumb, not an AWS
     figure); below it, on-demand is taken to be available."""
     from fmlab.plan.layout import make_plan  # a sibling module; imported here so this one loads alone
+    from fmlab.plan.parallelism import ParallelConfig
 
     check_positive("deadline_days", deadline_days)
     chosen = instances_by_type or {"ml.p4d.24xlarge": 16, "ml.p5.48xlarge": 16, "ml.p5en.48xlarge": 8}
     rows = []
     for name, count in chosen.items():
         inst = catalog.instance(name)
-        plan = make_plan(model, tokens, inst, count, sharding="full", mfu=mfu, suggest=False)
+        plan = make_plan(model, tokens, inst, count, parallel=ParallelConfig(sharding="full"), mfu=mfu, suggest=False)
         regions = RESERVABLE_REGIONS.get(name, ())
         for region in regions:
             quota = int(quotas.get((region, name), 0))

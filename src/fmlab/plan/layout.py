@@ -6,8 +6,9 @@ the data-parallel replicas shard the model states (nothing, ZeRO-1/2, full FSDP 
 within groups of D), and what each layer recomputes.
 
     >>> from fmlab.plan.layout import make_plan
-    >>> p = make_plan("gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16, sharding="full",
-    ...               recompute="full")
+    >>> from fmlab.plan.parallelism import ParallelConfig
+    >>> p = make_plan("gpt-30b", tokens=300e9, instance="ml.p4d.24xlarge", instances=16,
+    ...               parallel=ParallelConfig(sharding="full", activation_checkpointing="full"))
     >>> p.fits
     True
 
@@ -129,11 +130,9 @@ class TrainingPlan:
     hfu: float  # hardware FLOPs / (time x peak): what the devices sustain, the planner's `mfu` input
     days: float
     cost_usd: float
-    parallel: ParallelConfig  # the layout, as the engine and the jobs take it
-    layout: dict  # its sizes on this cluster: world, tp, pp, dp, sharding, shard_degree
+    parallel: ParallelConfig  # the layout, as the engine and the jobs take it (plan.parallel.dp(plan.devices), ...)
     micro_batch: int
     seq_len: int
-    recompute: str
     memory_gb_per_device: float
     memory_breakdown_gb: dict
     device_memory_gb: float
@@ -181,21 +180,18 @@ def memory_per_device(m: ModelPreset, cfg: ParallelConfig, world: int, micro_bat
 
 
 def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
-              parallel: ParallelConfig | None = None, mfu: float = 0.4, sharding: str = "none",
-              hybrid_shard_degree: int = 0, tp: int = 1, pp: int = 1, recompute: str = "none", micro_batch: int = 1,
+              parallel: ParallelConfig | None = None, mfu: float = 0.4, micro_batch: int = 1,
               seq_len: int | None = None, suggest: bool = True, attention: str = "flash") -> TrainingPlan:
     """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big.
 
-    The layout is `parallel` (a ParallelConfig, as the engine and the jobs take it), or the keywords sharding,
-    hybrid_shard_degree, tp, pp and recompute (none | selective | full | offload), which build one."""
+    The layout is `parallel`, the ParallelConfig the engine and the jobs take (None: plain data parallelism);
+    its activation_checkpointing and activation_offloading say how the activations are saved."""
     m = catalog.model(model) if isinstance(model, str) else model
     inst = catalog.instance(instance) if isinstance(instance, str) else instance
-    loose = dict(sharding=sharding, hybrid_shard_degree=hybrid_shard_degree, tp=tp, pp=pp, recompute=recompute)
     if parallel is None:
-        parallel = ParallelConfig.planned(**loose)
-    elif loose != dict(sharding="none", hybrid_shard_degree=0, tp=1, pp=1, recompute="none"):
-        raise PlanError("give the layout once: parallel=ParallelConfig(...) or the keywords sharding, "
-                        "hybrid_shard_degree, tp, pp and recompute, not both")
+        parallel = ParallelConfig()
+    elif not isinstance(parallel, ParallelConfig):
+        raise PlanError(f"parallel must be a ParallelConfig (fmlab.plan.parallelism), got {type(parallel).__name__}")
     for name, value in (("instances", instances), ("micro_batch", micro_batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise PlanError(f"{name} must be a whole number of at least 1, got {value!r}")
@@ -212,10 +208,7 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     plan = TrainingPlan(
         model=m.name, params=run.params, tokens=tokens, train_flops=run.train_flops, instance=inst.name,
         instances=instances, devices=run.devices, mfu=run.mfu, hfu=run.hfu, days=run.days, cost_usd=run.cost_usd,
-        parallel=parallel,
-        layout={"world": world, "tp": parallel.tp, "pp": parallel.pp, "dp": parallel.dp(world),
-                "sharding": parallel.sharding, "shard_degree": parallel.shard_degree(world)},
-        micro_batch=micro_batch, seq_len=seq_len, recompute=parallel.recompute, memory_gb_per_device=total_gb,
+        parallel=parallel, micro_batch=micro_batch, seq_len=seq_len, memory_gb_per_device=total_gb,
         memory_breakdown_gb={k: v / GB for k, v in parts.items()}, device_memory_gb=inst.device_memory_gb,
         usable_memory_gb=usable, fits=total_gb <= usable, checkpoint_gb=checkpoint_gb(run.params),
         price_note=(f"${inst.price_per_hour}/h per instance, {inst.price_basis}, {inst.price_region}, read "
@@ -229,13 +222,9 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
 
 
 def _with(cfg: ParallelConfig, recompute: str | None = None, **changes) -> ParallelConfig:
-    """`cfg` with some fields changed; `recompute` in the planner's words."""
+    """`cfg` with some fields changed; `recompute` as a planner table names it (ParallelConfig.with_recompute)."""
     out = dataclasses.replace(cfg, **changes)
-    if recompute is not None:
-        words = ParallelConfig.planned(recompute=recompute)
-        out.activation_checkpointing, out.activation_offloading = (words.activation_checkpointing,
-                                                                   words.activation_offloading)
-    return out
+    return out.with_recompute(recompute) if recompute is not None else out
 
 
 def suggest_fixes(m: ModelPreset, tokens: float, inst: Instance, instances: int, cfg: ParallelConfig,
@@ -247,7 +236,7 @@ def suggest_fixes(m: ModelPreset, tokens: float, inst: Instance, instances: int,
                       {"sharding": "full", "hybrid_shard_degree": 0}))
     for r in ("selective", "full", "offload"):
         if RECOMPUTE_CHOICES.index(r) > RECOMPUTE_CHOICES.index(cfg.recompute):
-            tries.append((f"recompute activations (--recompute {r})", {"recompute": r}))
+            tries.append((f"recompute activations ({_flags(r)})", {"recompute": r}))
     tp = cfg.tp
     while tp * 2 <= inst.accelerators:
         tp *= 2
@@ -278,14 +267,21 @@ def _combined_fix(m: ModelPreset, tokens: float, inst: Instance, instances: int,
         try:
             if make_plan(m, tokens, inst, n, parallel=both, suggest=False, **settings).fits:
                 if n == instances:
-                    return ["shard and recompute together (--sharding full --recompute full)"]
+                    return [f"shard and recompute together (--sharding full {_flags('full')})"]
                 return [f"shard and recompute together on at least {n} instances "
-                        f"(--sharding full --recompute full --count {n})"]
+                        f"(--sharding full {_flags('full')} --count {n})"]
         except PlanError:
             pass
         n *= 2
     return [f"{m.name} does not fit on {inst.name} even fully sharded with recomputation on {instances * 64} "
             f"instances: use a larger-memory instance or tensor/pipeline parallelism"]
+
+
+def _flags(recompute: str) -> str:
+    """The flags of `fmlab plan` and `fmlab.train` that save activations as a table's `recompute` word says."""
+    cfg = ParallelConfig().with_recompute(recompute)
+    return f"--activation-checkpointing {cfg.activation_checkpointing}" + (
+        " --activation-offloading true" if cfg.activation_offloading else "")
 
 
 def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
@@ -302,13 +298,14 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
         for tp in tps:
             for recompute in recomputes:
                 try:
-                    p = make_plan(m, tokens, instance, instances, sharding="hybrid" if degree else "full",
-                                  hybrid_shard_degree=degree, tp=tp, recompute=recompute, micro_batch=micro_batch,
+                    layout = ParallelConfig(sharding="hybrid" if degree else "full", hybrid_shard_degree=degree,
+                                            tp=tp).with_recompute(recompute)
+                    p = make_plan(m, tokens, instance, instances, parallel=layout, micro_batch=micro_batch,
                                   attention=attention, mfu=mfu, suggest=False)
                 except PlanError:
                     continue
                 parts = p.memory_breakdown_gb
-                rows.append({"sharding": p.parallel.sharding, "shard degree": p.layout["shard_degree"], "tp": tp,
+                rows.append({"sharding": p.parallel.sharding, "shard degree": p.parallel.shard_degree(p.devices), "tp": tp,
                              "recompute": recompute, "states GB": parts["weights"] + parts["gradients"]
                              + parts["optimizer"], "activations GB": sum(v for k, v in parts.items()
                                                                          if k.startswith("activations")),
@@ -336,7 +333,7 @@ def choose(rows: list[dict], max_global_batch_tokens: int = GLOBAL_BATCH_LIMIT_T
     2. then no tensor parallelism (it all-reduces activations inside every layer, twice each way);
     3. then the smallest shard degree. Not for bytes: a group of D GPUs gathers and reduce-scatters (D-1)/D of
        every layer per GPU, so groups of 64 and 128 move about the same bytes (module 5's traffic model,
-       `parallel.scaling.hybrid_traffic`: per node, about one GPU's ring traffic), and hybrid sharding adds a
+       `plan.scaling.hybrid_traffic`: per node, about one GPU's ring traffic), and hybrid sharding adds a
        cross-replica all-reduce. For the size
        of each collective group: a ring over fewer GPUs has fewer latency steps, each layer waits for fewer
        stragglers, and the groups' collectives run side by side (the MiCS idea behind SMP's sharded data

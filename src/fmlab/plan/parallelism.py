@@ -3,7 +3,7 @@
     cfg = ParallelConfig(sharding="hybrid", hybrid_shard_degree=8, tp=2, activation_checkpointing="full")
     cfg.check(world=128, model="gpt-30b")   # PlanError naming the fix, or cfg itself
     cfg.mesh_shape(128)                     # (8, 8, 2): replicas, shards within a replica, tensor-parallel ranks
-    cfg.recompute                           # "full": the planner's word for what activations are recomputed
+    cfg.recompute                           # "full": the planner tables' word for the memory saving
 
 The planner (fmlab.plan.layout.make_plan), the engine (fmlab.parallel.parallelize), TrainConfig (its `parallel`
 field; each field here is also a flag and a SageMaker hyperparameter), the jobs (fmlab.jobs.sharded.ShardedRun,
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from fmlab.plan import catalog
 from fmlab.plan.compute import RECOMPUTE_CHOICES, PlanError
@@ -67,16 +67,14 @@ class ParallelConfig:
                           f"hybrid_shard_degree={degree} (read as that)", FutureWarning, stacklevel=3)
             self.sharding, self.hybrid_shard_degree = "hybrid", int(degree)
 
-    @classmethod
-    def planned(cls, sharding: str = "none", tp: int = 1, pp: int = 1, recompute: str = "none",
-                hybrid_shard_degree: int = 0, **rest) -> ParallelConfig:
-        """From the planner's words: `recompute` none | selective | full | offload (full recomputation with
-        each layer's input moved to host memory)."""
+    def with_recompute(self, recompute: str) -> ParallelConfig:
+        """This layout with the memory saving that a planner table's "recompute" column names: none | selective |
+        full set activation_checkpointing (offloading off); offload is full checkpointing with each layer's input
+        moved to host memory. The inverse of the `recompute` property."""
         if recompute not in RECOMPUTE_CHOICES:
             raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)}, not {recompute!r}")
         offload = recompute == "offload"
-        return cls(sharding=sharding, hybrid_shard_degree=hybrid_shard_degree, tp=tp, pp=pp,
-                   activation_checkpointing="full" if offload else recompute, activation_offloading=offload, **rest)
+        return replace(self, activation_checkpointing="full" if offload else recompute, activation_offloading=offload)
 
     @classmethod
     def from_hyperparameters(cls, hyper: dict) -> ParallelConfig:

@@ -27,6 +27,12 @@ Files:
                allows/missing: what a policy grants, checked against what a training job does (notebook 00)
 - launch.py    how SDK v3's MPI driver launches ranks (-np is Open MPI's total) and the settings that place N per
                instance: used by jobs.request and the sandbox alike
+- libraries.py SageMaker's own parallel libraries, SMP v2 and SMDDP: frozen, dated and sourced, beside the current
+               path (FSDP2 / DDP over NCCL and EFA); LAUNCH_DECISION (notebooks 04, 05 and their decks)
+- smddp.py     SMDDP's facts: the instances it supports, the launcher each collective needs (smddp_advice), the
+               command SDK v3's driver builds for a job (run offline through the installed driver), driver_drift
+               against the pinned sagemaker-train, and what SDK v2's SMDDP runner set (v2_runner_gaps)
+- sources.py   Source: a page read, what it says, the date read; sources_of / cited for the status tables
 
 Used by the sandbox (it refuses what SageMaker refuses) and fmlab.jobs.preflight (`fmlab preflight`, which adds
 the account's side: quotas, training plans, input data, cost). Tested by tests/service/, against the course's jobs

@@ -124,11 +124,11 @@ def training_image(request: dict) -> str:
     return str(((request.get("AlgorithmSpecification") or {}).get("TrainingImage")) or "")
 
 
-# SMDDP's launch under SDK v3: what fmlab.parallel.status.LAUNCH_DECISION says, as a finding (its sources there).
+# SMDDP's launch under SDK v3: what fmlab.service.libraries.LAUNCH_DECISION says, as a finding (its sources there).
 SMDDP_V3_LAUNCH = ("sagemaker-train 1.27.0, container_drivers/distributed_drivers/mpi_driver.py and mpi_utils.py (SDK "
                    "v3's MPI driver: plain mpirun ... python -m mpi4py, no smddprun, validate_smddprun() never "
                    "called) against aws/sagemaker-training-toolkit smdataparallel.py (SDK v2's runner: smddprun and "
-                   "the SMDATAPARALLEL_* variables); see fmlab.parallel.status.LAUNCH_DECISION, read 2026-11-24")
+                   "the SMDATAPARALLEL_* variables); see fmlab.service.libraries.LAUNCH_DECISION, read 2026-11-24")
 SDK_V3_DRIVERS_CHANNEL = "sm_drivers"  # sagemaker.train.constants.SM_DRIVERS: the channel SDK v3's drivers ride in
 
 

@@ -7,7 +7,7 @@ sandbox both follow (so they live on the service's floor, below jobs, sandbox an
 
 SDK v3's MPI driver (sagemaker-train 1.27.0, mpi_driver.py and mpi_utils.py) writes `--host algo-1:8,algo-2:8` and
 passes `process_count_per_node` as mpirun's `-np`, which Open MPI reads as the TOTAL: on 2 x p4d it would start 8
-ranks, all on algo-1. fmlab.parallel.smddp explains the rest and checks the installed driver (driver_drift).
+ranks, all on algo-1. fmlab.service.smddp explains the rest and checks the installed driver (driver_drift).
 """
 
 from __future__ import annotations

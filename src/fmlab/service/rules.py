@@ -138,7 +138,7 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "SMP v2 (the smdistributed-modelparallel images, torch.sagemaker) runs on ml.p4d.24xlarge, "
          "ml.p4de.24xlarge and ml.p5.48xlarge.",
          "SMP v2 release notes and 'Supported frameworks, AWS Regions, and instance types' (model parallel v2); "
-         "fmlab.parallel.status.SMP", read="2026-11-26"),
+         "fmlab.service.libraries.SMP", read="2026-11-26"),
     Rule("builtin-algorithm",
          "A built-in algorithm's image trains on the processors its page lists: image classification, object "
          "detection and semantic segmentation train on GPU instances only.",

@@ -8,8 +8,8 @@
 A collective that waits --init-timeout or --collective-timeout seconds for a dead or hung peer (fmlab.train.loop
 sets the two phases) fails the run with a CollectiveTimeout instead of waiting forever, and its message names the
 rank that stopped, the collective and the step: every rank keeps its last `--trace-collectives` collectives
-(PyTorch's Flight Recorder, fmlab.parallel.collective_trace), each surviving rank writes its trace to
-`--trace-dir` (trace_dir: default <output dir>/collective-traces) and they compare notes (fmlab.parallel.hangs;
+(PyTorch's Flight Recorder, fmlab.hangs.trace), each surviving rank writes its trace to
+`--trace-dir` (trace_dir: default <output dir>/collective-traces) and they compare notes (fmlab.hangs.analysis;
 `fmlab hangs DIR` reads the files afterwards). A peer that died (its connection closed) is named the same way, on
 stderr, and the backend's own error is raised as it came. In a SageMaker job the verdict is also the job's failure
 file (/opt/ml/output/failure: the job's FailureReason); main() exits 1, so torchrun's --max-restarts restarts the
@@ -31,7 +31,7 @@ from fmlab.parallel.mesh import collective_timeout_error, peer_lost
 from fmlab.train.config import TrainConfig
 
 if TYPE_CHECKING:
-    from fmlab.parallel.collective_trace import CollectiveTrace
+    from fmlab.hangs.trace import CollectiveTrace
 
 
 def trace_dir(cfg: TrainConfig) -> str:

@@ -5,7 +5,7 @@
         --fault kill --fault-step 5 --fault-rank 1
     # rank 1 hangs before step 5: rank 0 fails after --collective-timeout seconds, it never waits forever
     torchrun --nproc-per-node 2 -m fmlab.train --collective-timeout 5 --fault hang --fault-step 5 --fault-rank 1
-    # rank 1 freezes at step 5 with the default timeouts: rank 0 names it within 2 minutes (fmlab.parallel.hangs)
+    # rank 1 freezes at step 5 with the default timeouts: rank 0 names it within 2 minutes (fmlab.hangs.analysis)
     torchrun --nproc-per-node 2 -m fmlab.train --max-steps 8 --fault freeze --fault-step 5 --fault-rank 1
     # rank 1 dies inside the save of step 4, its shards written, before the commit: the previous checkpoint is used
     torchrun --nproc-per-node 2 --max-restarts 1 -m fmlab.train --checkpoint-dir ck --checkpoint-every 2 \\
@@ -29,7 +29,7 @@ Each kind looks to the other ranks like the real fault it stands for:
              first forward, a compile); at step 1 the long first-phase timeout (--init-timeout) must absorb it.
   skip       at step N the rank skips its share of the gradient all-reduce (DDP's no_sync; plain DDP only):
              a rank-dependent branch around a collective. Its later collectives are one out of step with
-             the others' (a desync), which the collective traces name (fmlab.parallel.hangs).
+             the others' (a desync), which the collective traces name (fmlab.hangs.analysis).
   kill-save  SIGKILL inside the checkpoint save of step N, once this rank's shards are written (the
              torch.distributed.checkpoint save returned) and before the commit (its rank file, the rename to
              step_N, the COMPLETE marker): the save stays `.incomplete-step_N`, which a resume never picks.

@@ -55,8 +55,8 @@ if TYPE_CHECKING:  # the run state's types; the data stack and checkpoints are i
 
     from fmlab.checkpoint import Checkpointer
     from fmlab.data import PackedDataset, ResumableSampler
+    from fmlab.hangs.trace import CollectiveTrace
     from fmlab.parallel import DistInfo
-    from fmlab.parallel.collective_trace import CollectiveTrace
     from fmlab.plan.catalog import ModelPreset
     from fmlab.train.faults import Faults
 
@@ -202,7 +202,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) training as `cfg` says, on this process's share of the world; returns what happened."""
     import torch.distributed as tdist
 
-    from fmlab.parallel.collective_trace import CollectiveTrace
+    from fmlab.hangs.trace import CollectiveTrace
 
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)  # clip's 2-D norm notice
     created_group = not (tdist.is_available() and tdist.is_initialized())

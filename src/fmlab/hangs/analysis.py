@@ -1,12 +1,12 @@
 """Which rank stopped, in which collective, at which step: the analyzer of the per-rank collective traces.
 
-    from fmlab.parallel.hangs import analyze, load_traces
+    from fmlab.hangs.analysis import analyze, load_traces
     report = analyze(load_traces("out/collective-traces"))   # the rank-N.json files the surviving ranks wrote
     print(report)             # "rank 1 stopped: it never entered collective #37 (gloo:all_reduce ...) ..."
     report.ranks, report.collective, report.step
     fmlab hangs out/collective-traces                         # the same from the command line (fmlab.cli)
 
-A trace (fmlab.parallel.collective_trace writes one per surviving rank when a collective fails) holds that rank's
+A trace (fmlab.hangs.trace writes one per surviving rank when a collective fails) holds that rank's
 last collectives as PyTorch's Flight Recorder saw them (op, sizes, process group, sequence number), each with
 the training step it was issued in, and the error the rank failed with. Collectives are matched across ranks
 by (process group, sequence number): every rank of a group numbers its collectives 1, 2, 3 ... in issue order,

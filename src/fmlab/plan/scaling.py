@@ -1,6 +1,7 @@
 """How a layout spends devices and network: global batch, pipeline bubble, 3-D layouts, hybrid-sharding
 traffic. Pure arithmetic for notebooks 05 and 06.
 
+    from fmlab.plan.scaling import bubble_fraction, global_batch_tokens, hybrid_traffic, step_communication
     global_batch_tokens(2048, tp=8, micro_batch=1, seq_len=4096)   # TP shrinks the data-parallel degree
     bubble_fraction(stages=6, microbatches=24)                     # 0.208: idle time / ideal time
     hybrid_traffic(30e9, world=128, shard_degree=8)                # bytes per step: NVLink per GPU, EFA per node

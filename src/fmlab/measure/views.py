@@ -1,6 +1,7 @@
 """Tables and figures of the parallel engine's results, for notebooks 05 and 06. Every figure has a title,
 labelled axes and units.
 
+    from fmlab.measure.views import memory_table, parity_table, pipeline_figure
     parity_table(results)            # one row per preset and layout: loss, |loss diff|, max |grad diff|
     memory_table(results)            # one row per layout and rank: measured and predicted bytes
     pipeline_figure(6, 4)            # a GPipe schedule, stage by time
@@ -100,7 +101,7 @@ def pipeline_figure(stages: int, microbatches: int, ax=None):
     """The GPipe schedule: which stage runs which microbatch's forward (F) or backward (B) when."""
     import matplotlib.pyplot as plt
 
-    from fmlab.parallel.scaling import bubble_fraction, gpipe_schedule
+    from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
 
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.45 * stages + 1.2))
@@ -120,7 +121,7 @@ def pipeline_figure(stages: int, microbatches: int, ax=None):
 def bubble_figure(stages: int, microbatches: list[int], ax=None):
     import matplotlib.pyplot as plt
 
-    from fmlab.parallel.scaling import bubble_fraction
+    from fmlab.plan.scaling import bubble_fraction
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.5))

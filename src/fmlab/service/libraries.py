@@ -1,13 +1,13 @@
 """SageMaker's own parallel libraries, SMP v2 and SMDDP, as they stand: frozen, dated and sourced, in one place,
 beside the current path (FSDP2 / DDP over NCCL and EFA in the current SageMaker PyTorch container).
 
-    from fmlab.parallel import status
-    status.table()            # one row per path: status, since, where it ships, instances, launcher, sources
-    status.SMP.status         # "frozen"
-    status.LAST_SMP           # "2.8.0", released status.LAST_SMP_DATE
-    status.LAUNCH_DECISION    # why the course teaches NCCL as the default and SMDDP as untested under SDK v3
+    from fmlab.service import libraries
+    libraries.table()           # one row per path: status, since, where it ships, instances, launcher, sources
+    libraries.SMP.status        # "frozen"
+    libraries.LAST_SMP          # "2.8.0", released libraries.LAST_SMP_DATE
+    libraries.LAUNCH_DECISION   # why the course teaches NCCL as the default and SMDDP as untested under SDK v3
 
-Notebooks 04 and 05, their slides and fmlab.parallel.smddp read these facts from here, so a change in AWS's
+Notebooks 04 and 05, their slides and fmlab.service.smddp read these facts from here, so a change in AWS's
 libraries is one edit (the way fmlab.neuron.status keeps Trainium's). READ_ON is the day every source below was
 read; re-read them before trusting a status more than a few months old.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fmlab.service.rules import SMDDP_INSTANCES as SMDDP_INSTANCE_TYPES  # the service rule smddp-instances
-from fmlab.service.sources import Source
+from fmlab.service.sources import Source, cited, sources_of
 
 READ_ON = "2026-11-24"  # when every source below was read
 _DG = "https://docs.aws.amazon.com/sagemaker/latest/dg"
@@ -162,18 +162,14 @@ LAUNCH_DECISION = (
 
 def sources() -> list[Source]:
     """Every source of this module, once each."""
-    seen: dict[str, Source] = {}
-    for lib in LIBRARIES:
-        for s in lib.sources:
-            seen.setdefault(s.url + s.title, s)
-    return list(seen.values())
+    return sources_of(LIBRARIES)
 
 
 def table() -> list[dict]:
     """One row per path, for notebooks 04/05 and the slides."""
     return [{"path": x.name, "status": x.status, "since": x.since, "ships in": x.ships_in, "instances": x.instances,
              "launcher (SDK v3)": x.launcher, "what to do": x.what_to_do,
-             "sources": "; ".join(f"{s.title} ({s.url}, read {s.read})" for s in x.sources)} for x in LIBRARIES]
+             "sources": cited(x.sources)} for x in LIBRARIES]
 
 
 def headline() -> str:

@@ -1,5 +1,6 @@
 """Each rank's last collectives, kept cheaply while training and written out when a collective fails.
 
+    from fmlab.hangs.trace import CollectiveTrace
     trace = CollectiveTrace(entries=2000, folder="out/collective-traces")   # before the process group forms
     trace.at_step(5)                       # the training loop marks each step's start (a list append)
     written = trace.on_failure(error)      # on a failed collective: this rank's rank-N.json, shared, analyzed
@@ -13,7 +14,7 @@ gloo group's collectives come back from `torch._C._distributed_c10d._dump_fr_tra
 of NCCL's dump files, `torchfrtrace`). What the recorder does not know is added here: the training step each collective was
 issued in (from the step marks, `at_step`), and the error the rank failed with. Checked on gloo in torch
 2.13: a collective that timed out is still marked `retired` with state "scheduled" and no completion time, so
-a gloo trace cannot say by itself which collective hung; the cross-rank comparison (fmlab.parallel.hangs) can.
+a gloo trace cannot say by itself which collective hung; the cross-rank comparison (fmlab.hangs.analysis) can.
 
 On a failure every surviving rank (1) writes rank-N.json to `folder` (fast: nothing waits on a peer), (2)
 publishes a copy under `fmlab/attempt-A/trace/rank-N` in the job's rendezvous store (torchrun's agent holds it,
@@ -37,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fmlab.parallel.hangs import HangReport, analyze
+from fmlab.hangs.analysis import HangReport, analyze
 
 BUFFER_VARIABLE = "TORCH_FR_BUFFER_SIZE"
 NCCL_DUMP_VARIABLES = ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE")

@@ -1,6 +1,6 @@
 """Data parallelism in numbers: what each worker sends per step, how a run scales, and the published claims.
 
-    from fmlab.parallel import traffic
+    from fmlab.plan import traffic
     traffic.ring_allreduce_bytes(6.7e9, 2, 64)        # bytes each GPU sends per step: ~2x the bf16 gradients
     traffic.parameter_server_bytes(6.7e9, 2, 64)      # bytes a single parameter server must send per step
     traffic.herring_bytes(6.7e9, 2, instances=8)      # SMDDP's AllReduce: per instance, per CPU server shard

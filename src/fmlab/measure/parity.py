@@ -1,5 +1,6 @@
 """One training step under a parallel layout, compared with the same step on one process.
 
+    from fmlab.measure.parity import compare, make_tokens, parallel_step, reference_step
     ref = reference_step("tiny", tokens, seed=0)                  # plain model, whole batch, one process
     got = parallel_step("tiny", ParallelConfig(sharding="full"), dist, tokens, seed=0)
     compare(ref, got)   # {"loss_diff": ..., "max_grad_diff": ...}: both ~1e-7 when the layout is right

@@ -1,7 +1,7 @@
-"""Run a task of fmlab.parallel.worker on N local gloo processes with torchrun, and read back what each
+"""Run a task of fmlab.measure.worker on N local gloo processes with torchrun, and read back what each
 rank measured.
 
-    results = run_world("parity", 4, {"presets": ["tiny"], "layouts": [...]})   # one dict per rank
+    results = run_worker_task("parity", 4, {"presets": ["tiny"], "layouts": [...]})   # one dict per rank
 
 Used by the notebooks (a subprocess, so the kernel never joins a process group) and by the distributed
 tests. Rendezvous is on 127.0.0.1 with a free port; OMP_NUM_THREADS=1 so N processes share a laptop's cores.
@@ -28,10 +28,10 @@ class WorldFailed(RuntimeError):
 def torchrun_command(task: str, world_size: int, args_file: Path, out_dir: Path) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={world_size}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--local-addr=127.0.0.1",
-            "--max-restarts=0", "-m", "fmlab.parallel.worker", task, "--args", str(args_file), "--out", str(out_dir)]
+            "--max-restarts=0", "-m", "fmlab.measure.worker", task, "--args", str(args_file), "--out", str(out_dir)]
 
 
-def run_world(task: str, world_size: int, args: dict | None = None, timeout: float = 300,
+def run_worker_task(task: str, world_size: int, args: dict | None = None, timeout: float = 300,
               progress: bool = True) -> list[dict]:
     """Run `task` on `world_size` processes; return each rank's result (rank order), plus "seconds"."""
     from fmlab.progress import progress as tqdm

@@ -1,8 +1,8 @@
 """The tasks a spawned world runs for the notebooks and the distributed tests; one JSON file per rank.
 
-    torchrun --nproc-per-node 4 -m fmlab.parallel.worker parity --args args.json --out results/
+    torchrun --nproc-per-node 4 -m fmlab.measure.worker parity --args args.json --out results/
 
-(fmlab.parallel.launch.run_world builds that command.) Tasks:
+(fmlab.measure.launch.run_worker_task builds that command.) Tasks:
   parity   loss and gradients of each layout against the single-process step, for each preset
   memory   bytes of parameters, gradients and optimizer state held by this rank after one AdamW step
   tp_mlp   the hand-written column/row-parallel MLP (fmlab.parallel.linear) against the plain MLP
@@ -35,7 +35,7 @@ _total = 0
 
 
 def _progress(dist) -> None:
-    """Rank 0 reports one more finished check (run_world turns these lines into a progress bar)."""
+    """Rank 0 reports one more finished check (run_worker_task turns these lines into a progress bar)."""
     global _done
     _done += 1
     if dist.rank == 0:
@@ -54,7 +54,7 @@ def count_checks(task: str, args: dict) -> int:
 
 def task_parity(args: dict) -> dict:
     """For each preset and layout: {loss, ref_loss, loss_diff, max_grad_diff, max_grad}."""
-    from fmlab.parallel.parity import (
+    from fmlab.measure.parity import (
         compare,
         fsdp1_hybrid_control,
         make_tokens,
@@ -87,10 +87,10 @@ def task_memory(args: dict) -> dict:
     """Per layout: this rank's measured bytes of weights, gradients and AdamW state after one step, and
     the planner's prediction. With "delayed_init", the model is built on the meta device and only the local
     shards are ever allocated (then initialised in place)."""
+    from fmlab.measure.memory import measured_state_bytes, predicted_state_bytes
+    from fmlab.measure.parity import local_rows, make_tokens
     from fmlab.models import build_model
     from fmlab.parallel import parallelize
-    from fmlab.parallel.memory import measured_state_bytes, predicted_state_bytes
-    from fmlab.parallel.parity import local_rows, make_tokens
     from fmlab.plan import catalog
 
     preset = args["preset"]

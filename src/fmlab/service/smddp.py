@@ -1,7 +1,7 @@
 """SageMaker's data-parallel library (SMDDP, the `smddp` backend): where it runs, which launcher it needs, the
 command SageMaker's SDK v3 driver builds for a job, and what SDK v2's SMDDP runner added that SDK v3 does not.
 
-    from fmlab.parallel import smddp
+    from fmlab.service import smddp
     smddp.smddp_advice("ml.p4d.24xlarge", instances=16)
     smddp.sagemaker_command(Torchrun(process_count_per_node=8), "ml.p4d.24xlarge", 2, {"max_steps": 100})
     smddp.mpirun_ranks(command)            # {"total": 8, ...}: what Open MPI will start (fmlab.service.launch)
@@ -9,10 +9,10 @@ command SageMaker's SDK v3 driver builds for a job, and what SDK v2's SMDDP runn
     smddp.v2_runner_gaps(command)          # what SDK v2's runner set for SMDDP, and whether `command` has it
     smddp.driver_drift()                   # [] while the installed SDK builds the commands the course expects
 
-SMDDP is frozen (fmlab.parallel.status: only in images with PyTorch <= 2.5.1, p4d/p4de only) and SDK v3 has no
+SMDDP is frozen (fmlab.service.libraries: only in images with PyTorch <= 2.5.1, p4d/p4de only) and SDK v3 has no
 SMDDP launcher: its MPI driver runs plain `mpirun ... python -m mpi4py`, without the `smddprun` and the
 SMDATAPARALLEL_* variables SDK v2's runner set. The course therefore teaches NCCL as the default and SMDDP under
-SDK v3 as untested by AWS (status.LAUNCH_DECISION).
+SDK v3 as untested by AWS (libraries.LAUNCH_DECISION).
 
 SDK v3's MPI driver (sagemaker-train, container_drivers/distributed_drivers/mpi_driver.py and mpi_utils.py,
 read in sagemaker-train 1.27.0, the version pyproject.toml pins) writes `--host algo-1:8,algo-2:8` and passes
@@ -21,8 +21,10 @@ starts 8 ranks, all on algo-1, for 16 GPUs. `mpi_launch` works around it: `-np` 
 8 per node with `--map-by ppr:8:node`. That rests on the driver's behaviour in 1.27.0: `driver_drift` (and
 tests/parallel/test_sdk_drivers.py) runs the installed driver's own main() offline and says when it changes.
 
-Used by notebooks/04_data_parallel.ipynb and labs/lab_04_data_parallel.ipynb; the traffic arithmetic is in
-fmlab.parallel.traffic. Tested by tests/parallel/test_data_parallel.py and tests/parallel/test_sdk_drivers.py.
+Facts and offline checks only: nothing here runs inside a training process (the engine registers and picks the
+`smddp` process-group backend itself: fmlab.parallel.mesh.resolve_backend). Used by notebooks/04_data_parallel.ipynb
+and labs/lab_04_data_parallel.ipynb; the traffic arithmetic is in fmlab.plan.traffic. Tested by
+tests/parallel/test_data_parallel.py and tests/parallel/test_sdk_drivers.py.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from fmlab.parallel import status
-from fmlab.service.launch import mpi_launch, mpirun_ranks  # noqa: F401  (the launch rules live with the service)
+from fmlab.service import libraries
+from fmlab.service.launch import mpi_launch, mpirun_ranks  # noqa: F401  (the launch rules, as smddp.* too)
 
 # ---------------------------------------------------------------- SMDDP: where it runs and how it is launched
 
-# "The SMDDP library supports P4 and P4de instances" (fmlab.parallel.status.SMDDP_INSTANCES, with its source).
-SMDDP_INSTANCES = status.SMDDP_INSTANCE_TYPES
+# "The SMDDP library supports P4 and P4de instances" (fmlab.service.libraries.SMDDP_INSTANCES, with its source).
+SMDDP_INSTANCES = libraries.SMDDP_INSTANCE_TYPES
 # "If you chose to replace NCCL AllReduce with SMDDP AllReduce, you must choose one of the mpirun-based
 # options" while AllGather works with all launchers (developer guide, "Use the PyTorch framework estimators in
 # the SageMaker Python SDK"). SDK v3: MPI(...) runs mpirun, Torchrun(...) runs torchrun.
@@ -194,7 +196,7 @@ def driver_drift() -> list[str]:
 
 # ---------------------------------------------------------------- what SDK v2's SMDDP runner added
 
-# Each piece SDK v2's runner put on the mpirun command line for SMDDP (status.V2_RUNNER: aws/sagemaker-training-
+# Each piece SDK v2's runner put on the mpirun command line for SMDDP (libraries.V2_RUNNER: aws/sagemaker-training-
 # toolkit smdataparallel.py, read 2026-11-24), with what it is for. "=" ends a prefix whose value varies.
 V2_RUNNER_PIECES = (
     ("smddprun", "SMDDP's launcher binary, between mpirun and `python -m mpi4py <script>`"),

@@ -7,18 +7,30 @@ import json
 import pytest
 
 from fmlab.hyperpod import eks
+from fmlab.plan.layout import candidates, choose
+from fmlab.plan.parallelism import ParallelConfig
+
+P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 11's layout for 16 x p5
 
 
 @pytest.fixture
 def job():
-    return eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b"], elastic=(8, 16))
+    return eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *P5_LAYOUT.flags(),
+                        "--checkpoint-dir", "/fsx/checkpoints/gpt30b"], elastic=(8, 16), service_account="fmlab")
 
 
 def test_the_manifest_passes_and_runs_the_course_script_with_hyperpodrun(job):
     assert eks.problems(job) == []
     container = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
-    assert container["command"][:4] == ["hyperpodrun", "--nnodes=16", "--nproc-per-node=8", "entrypoints/train.py"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    # elastic: hyperpodrun starts on 8 to 16 nodes, as the elastic policy lets the operator scale
+    assert container["command"][:4] == ["hyperpodrun", "--nnodes=8:16", "--nproc-per-node=8", "entrypoints/train.py"]
+    # what AWS's own p5 HyperPodPyTorchJob asks for (eks.AWS_P5_EXAMPLE)
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32,
+                                                "hugepages-2Mi": "5120Mi"}
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["serviceAccountName"] == "fmlab"
+    assert {v["name"]: v for v in pod["volumes"]}["dshm"]["emptyDir"] == {"medium": "Memory"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/fsx", "/dev/shm"}
     assert job["spec"]["elasticPolicy"]["minReplicas"] == 8
     assert "hyperpodrun" in eks.to_yaml(job) and "&id" not in eks.to_yaml(job)  # no YAML anchors
 
@@ -45,6 +57,26 @@ def test_each_mistake_is_named(job, change, words):
     bad = copy.deepcopy(job)
     change(bad)
     assert any(words in p for p in eks.problems(bad)), eks.problems(bad)
+
+
+def test_another_instance_types_layout_is_refused(job):
+    """The layout the planner chose for 8 x p5en (141 GB GPUs) does not fit a p5's 80 GB: the check re-plans the
+    manifest's flags for its own instance type, at its starting and its fewest nodes."""
+    p5en = choose(candidates("gpt-30b", 300e9, "ml.p5en.48xlarge", 8))["parallel"]
+    borrowed = eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *p5en.flags()])
+    (problem,) = {p.split(" GB")[0]: p for p in eks.layout_problems(borrowed)}.values()  # same at 16 nodes
+    assert "on 16 x ml.p5.48xlarge, which has 72 usable" in problem
+    assert eks.layout_problems(job) == []
+
+
+def test_a_folder_on_no_volume_is_refused(job):
+    bad = copy.deepcopy(job)
+    container = bad["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["mountPath"] != "/fsx"]
+    found = eks.volume_problems(bad)
+    assert any("--checkpoint-dir /fsx/checkpoints/gpt30b is on no volume" in p for p in found), found
+    container["volumeMounts"] = []
+    assert any("no /dev/shm volume" in p for p in eks.volume_problems(bad))
 
 
 def test_an_unknown_instance_type_says_which_are_known():

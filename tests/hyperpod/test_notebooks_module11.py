@@ -38,4 +38,4 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
         assert run["resumed_at"] == [4]  # the checkpoint of step 4, the last one before the fault at step 7
     else:
         assert rec["nb11.slurm_available"] is False and "nb11.slurm_run" not in rec
-    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2}
+    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2, "borrowed_layout": 1}

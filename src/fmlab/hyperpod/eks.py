@@ -36,6 +36,14 @@ GPUS = {"ml.p5.48xlarge": 8, "ml.p5en.48xlarge": 8, "ml.p5e.48xlarge": 8, "ml.p4
 # examples/llama3/launch/pretrain_llama3_70b_p5.yaml (vpc.amazonaws.com/efa: 32 on ml.p5.48xlarge), read 2026-11-24.
 # Elsewhere: `kubectl describe node` shows what the EFA device plugin offers.
 EFA_DEVICES = {"ml.p5.48xlarge": 32}
+# What AWS's own p5 HyperPodPyTorchJob sets besides: the pod on the host's network (EFA and NCCL see the node's
+# interfaces), 2 MiB huge pages for EFA's registered buffers, the FSx claim every pod mounts, and /dev/shm in memory.
+AWS_P5_EXAMPLE = ("aws/sagemaker-hyperpod-checkpointless-training, examples/llama3/launch/pretrain_llama3_70b_p5.yaml "
+                  "@24520b41: hostNetwork true; limits hugepages-2Mi 5120Mi, vpc.amazonaws.com/efa 32; volumes "
+                  "persistentVolumeClaim fsx-claim and emptyDir medium Memory at /dev/shm; read 2026-11-26")
+HUGEPAGES = {"ml.p5.48xlarge": "5120Mi"}
+# The script's flags that name a folder: each must lie on a volume the pod mounts, or it dies with the pod.
+PATH_FLAGS = ("--checkpoint-dir", "--data", "--output-dir", "--model-dir", "--trace-dir")
 
 
 def schema() -> dict:
@@ -43,24 +51,39 @@ def schema() -> dict:
 
 
 def manifest(name: str, image: str, nodes: int, instance_type: str, train_args: list[str],
-             elastic: tuple[int, int] | None = None, max_retries: int = 10, namespace: str = "default") -> dict:
-    """The HyperPodPyTorchJob of the course's training script on `nodes` pods, one per instance."""
+             elastic: tuple[int, int] | None = None, max_retries: int = 10, namespace: str = "default",
+             fsx_claim: str = "fsx-claim", fsx_mount: str = "/fsx", service_account: str | None = None) -> dict:
+    """The HyperPodPyTorchJob of the course's training script on `nodes` pods, one per instance: the FSx claim
+    mounted at `fsx_mount` (the checkpoint folder a replacement pod must see), /dev/shm in memory, the host's
+    network and huge pages as AWS's p5 example sets them, and `service_account` (its IAM role reads the data and
+    writes the checkpoints: EKS Pod Identity or IRSA). With `elastic=(low, high)` hyperpodrun starts on any count
+    of nodes in that range (`--nnodes=low:high`)."""
     gpus = GPUS.get(instance_type)
     if gpus is None:
         raise ValueError(f"{instance_type} is not a GPU type the course knows; use one of {', '.join(GPUS)}")
-    command = ["hyperpodrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus}", "entrypoints/train.py", *train_args]
+    nnodes = f"{elastic[0]}:{elastic[1]}" if elastic else str(nodes)
+    command = ["hyperpodrun", f"--nnodes={nnodes}", f"--nproc-per-node={gpus}", "entrypoints/train.py", *train_args]
     resources = {"nvidia.com/gpu": gpus}
     if instance_type in EFA_DEVICES:
         resources["vpc.amazonaws.com/efa"] = EFA_DEVICES[instance_type]
+    if instance_type in HUGEPAGES:
+        resources["hugepages-2Mi"] = HUGEPAGES[instance_type]
+    pod = {"hostNetwork": True,
+           "containers": [{"name": "train", "image": image, "command": command,
+                           "resources": {"requests": resources, "limits": dict(resources)},
+                           "volumeMounts": [{"name": "fsx", "mountPath": fsx_mount},
+                                            {"name": "dshm", "mountPath": "/dev/shm"}]}],
+           "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": fsx_claim}},
+                       {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+           "nodeSelector": {"node.kubernetes.io/instance-type": instance_type}}
+    if service_account:
+        pod["serviceAccountName"] = service_account
     job = {
         "apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "nprocPerNode": str(gpus),
-            "replicaSpecs": [{"name": "pods", "replicas": nodes, "template": {"spec": {
-                "containers": [{"name": "train", "image": image, "command": command,
-                                "resources": {"requests": resources, "limits": dict(resources)}}],
-                "nodeSelector": {"node.kubernetes.io/instance-type": instance_type}}}}],
+            "replicaSpecs": [{"name": "pods", "replicas": nodes, "template": {"spec": pod}}],
             "runPolicy": {
                 "cleanPodPolicy": "None", "jobMaxRetryCount": max_retries,
                 "restartPolicy": {"evalPeriodSeconds": 3600, "numRestartBeforeFullJobRestart": 3,
@@ -139,8 +162,80 @@ def rule_problems(job: dict) -> list[str]:
     return out
 
 
+def _containers(job: dict):
+    for replica in (job.get("spec") or {}).get("replicaSpecs") or []:
+        spec = (replica.get("template") or {}).get("spec") or {}
+        for container in spec.get("containers") or []:
+            yield replica, spec, container
+
+
+def _script_args(command: list) -> list[str] | None:
+    """The arguments after the training script in a container's command (None: not the course's script)."""
+    for i, word in enumerate(command):
+        if str(word).endswith("train.py"):
+            return [str(w) for w in command[i + 1:]]
+    return None
+
+
+def volume_problems(job: dict) -> list[str]:
+    """Folders the script is told to use that no volume holds (they die with the pod, and a replacement pod never
+    sees the checkpoints), and a /dev/shm left at the container runtime's 64 MiB."""
+    out = []
+    for replica, _pod, container in _containers(job):
+        mounts = [str(m.get("mountPath", "")).rstrip("/") for m in container.get("volumeMounts") or []]
+        args = _script_args(container.get("command") or []) or []
+        for flag, value in zip(args, args[1:], strict=False):
+            if flag in PATH_FLAGS and value.startswith("/") and not value.startswith("s3://"):
+                if not any(value == m or value.startswith(m + "/") for m in mounts if m):
+                    out.append(f"replica {replica.get('name')!r}: {flag} {value} is on no volume of the pod: mount "
+                               f"the FSx claim there (volumes + volumeMounts), or the folder dies with the pod")
+        if "/dev/shm" not in mounts:
+            out.append(f"replica {replica.get('name')!r}: no /dev/shm volume: the container runtime's 64 MiB is too "
+                       f"small for NCCL and data-loader workers; mount an emptyDir with medium Memory there")
+    return out
+
+
+def layout_problems(job: dict) -> list[str]:
+    """Re-plan the script's layout flags for the job's own instance type (fmlab.plan.layout.make_plan, at
+    micro-batch 1 and the model's context: a layout that misses there misses with any batch), at the starting
+    node count and, for an elastic job, at its fewest nodes, where every shard is larger."""
+    from fmlab.plan.compute import PlanError
+    from fmlab.plan.layout import make_plan
+    from fmlab.train.config import TrainConfigError, parse_config
+
+    out = []
+    elastic = (job.get("spec") or {}).get("elasticPolicy") or {}
+    for replica, spec, container in _containers(job):
+        args = _script_args(container.get("command") or [])
+        instance_type = (spec.get("nodeSelector") or {}).get("node.kubernetes.io/instance-type")
+        if args is None or instance_type is None:
+            continue
+        try:
+            config = parse_config(args, env={})
+        except TrainConfigError as e:
+            out.append(f"replica {replica.get('name')!r}: the script's flags do not parse: {e}")
+            continue
+        counts = {replica.get("replicas"), elastic.get("minReplicas")}  # a count of the wrong type: the schema's
+        for nodes in sorted(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            try:
+                plan = make_plan(config.model, 1e9, instance_type, nodes, parallel=config.parallel, suggest=False)
+            except (PlanError, KeyError) as e:
+                out.append(f"replica {replica.get('name')!r}: the layout cannot be built on {nodes} x {instance_type}: {e}")
+                continue
+            if not plan.fits:
+                lay = config.parallel
+                out.append(f"replica {replica.get('name')!r}: the layout (sharding {lay.label}, tp {lay.tp}, activation "
+                           f"checkpointing {lay.activation_checkpointing}) needs "
+                           f"{plan.memory_gb_per_device:.1f} GB per GPU on {nodes} x {instance_type}, which has "
+                           f"{plan.usable_memory_gb:.0f} usable: choose the layout for this instance type "
+                           f"(fmlab.plan.layout.choose(candidates(...)))")
+    return out
+
+
 def problems(job: dict) -> list[str]:
-    return schema_problems(job) + rule_problems(job)
+    """Every problem of the manifest: the operator's schema, the course's rules, the volumes its paths need, and
+    its layout re-planned for its own instance type."""
+    return schema_problems(job) + rule_problems(job) + volume_problems(job) + layout_problems(job)
 
 
 def to_yaml(job: dict) -> str:

@@ -157,3 +157,13 @@ def test_the_recovery_figure_draws_the_planners_goodput():
     sweep = recovery.sweep(state_gb, list(figures.RECOVERY_NODES), 10.0)
     for i, name in enumerate(["checkpoint to S3", "tiered: memory, then S3", "checkpointless"]):
         assert lines[name] == pytest.approx([100 * sweep[n][i].goodput for n in figures.RECOVERY_NODES])
+
+
+def test_deck_11_sizes_the_plan_from_the_job():
+    """The capacity slide's note: the planned 30B run on 16 x p5 and the whole days of plan that hold its job."""
+    from fmlab.plan import capacity
+
+    deck = (ROOT / "slides" / "11_pretraining_on_aws_in_2026.md").read_text()
+    run = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"))
+    held = capacity.reservation(run.days)
+    assert f"The 30B run of {run.days:.1f} days needs a {held.days}-day plan" in " ".join(deck.split())

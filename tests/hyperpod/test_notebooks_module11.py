@@ -20,7 +20,7 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
     rec = r.records
     choice = rec["nb11.capacity_choice"]
     assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"
-    assert choice["reserved_days"] == 13 and rec["nb11.plan_request_problems"] == 0
+    assert choice["reserved_days"] == 16 and rec["nb11.plan_request_problems"] == 0  # 12.9 days x 1.2, + 1.5 h
     assert rec["nb11.plan_vs_on_demand_usd"]["reserved"] < rec["nb11.plan_vs_on_demand_usd"]["on_demand"]
     assert rec["nb11.plan_job_preflight_ok"] is True
     p4d, p5 = rec["nb11.stack_table"][:2]

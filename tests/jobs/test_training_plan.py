@@ -7,6 +7,7 @@ import pytest
 from fmlab.jobs import capacity
 from fmlab.jobs.preflight import preflight
 from fmlab.jobs.request import capture_request
+from fmlab.plan.capacity import reservation
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/fmlab-gpt30b"
 
@@ -52,5 +53,9 @@ def test_the_job_on_the_plan_is_todays_stack_and_passes_preflight(no_aws_credent
     # the DLC's aws-ofi-nccl (1.20.0) needs no EFA variable: none is forced (aws-ofi-nccl doc/efa-env-var.md)
     assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO"} & set(request["Environment"])
     assert request["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.2 * 12.9 * 24 * 3600)
+    # the plan bought for this run holds the job: its MaxRuntime, the start-up and the plan's last 30 minutes
+    plan = reservation(12.9)
+    assert plan.covers(request["StoppingCondition"]["MaxRuntimeInSeconds"]) and plan.days == 16
+    assert not reservation(12.9, margin=1.0).covers(request["StoppingCondition"]["MaxRuntimeInSeconds"])
     report = preflight(request, quotas=False)
     assert report.ok and "training-plan" in {f.check for f in report.findings if f.level == "warn"}

@@ -13,11 +13,29 @@ P5 = ("us-east-1", "ml.p5.48xlarge")
 def test_plans_are_whole_days_up_to_182_and_counts_of_powers_of_two_up_to_64():
     assert capacity.reserved_days(12.01) == 13 and capacity.reserved_days(13.0) == 13
     assert capacity.reserved_days(0.2) == 1
-    with pytest.raises(PlanError, match="two plans back to back"):
+    with pytest.raises(PlanError, match="two back to back"):
         capacity.reserved_days(200)
     assert [capacity.plan_count(n) for n in (1, 3, 12, 16, 33)] == [1, 4, 16, 16, 64]
     with pytest.raises(PlanError, match="several plans"):
         capacity.plan_count(65)
+
+
+def test_capacity_blocks_sell_days_up_to_14_then_weeks():
+    """EC2 user guide, 'Find and purchase Capacity Blocks': 1-day increments up to 14 days, 7-day increments up to
+    182; training plans: 1-day increments from 1 to 182 (read 2026-11-26)."""
+    assert [capacity.buyable_days(d, "capacity block") for d in (3.2, 14, 14.5, 41, 176)] == [4, 14, 21, 42, 182]
+    assert [capacity.buyable_days(d) for d in (3.2, 14.5, 41)] == [4, 15, 41]
+    with pytest.raises(PlanError, match="182 days"):
+        capacity.buyable_days(183, "capacity block")
+
+
+def test_the_reservation_holds_the_job_and_its_last_half_hour():
+    r = capacity.reservation(12.9)
+    assert r.job_days == pytest.approx(12.9 * 1.2) and r.days == 16 and 0 < r.spare_hours < 24
+    assert r.needed_days == pytest.approx(12.9 * 1.2 + (60 + 30) / 1440)
+    assert r.covers(r.job_days * 86400) and not capacity.reservation(12.9, margin=1.0).covers(r.job_days * 86400)
+    with pytest.raises(PlanError, match="margin must be at least 1"):
+        capacity.reservation(12.9, margin=0.9)
 
 
 def test_each_option_says_why_it_cannot_be_used():
@@ -35,7 +53,9 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     best = capacity.choose(rows)
     assert (best.region, best.instance) == P5  # reserved p5 is cheaper than 8 p5en on demand
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
-    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 13)  # the rate x plan count x whole days
+    # the rate x plan count x the days that hold the job: 12.9 days x 1.2 + start-up + the last 30 minutes -> 16
+    assert p5.reserved_days == capacity.reservation(p5.days).days == 16
+    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 16)
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
     best = capacity.choose(rows)
     assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.reserved_usd)  # 8 < 16: on demand

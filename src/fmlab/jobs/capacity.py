@@ -22,7 +22,7 @@ import datetime as dt
 
 from fmlab.jobs.sharded import ShardedRun, gpt30b_config
 from fmlab.jobs.spec import Cluster, JobSpec
-from fmlab.plan.capacity import PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
+from fmlab.plan.capacity import JOB_MARGIN, PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.api_model import Problem, api_problems
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
@@ -82,10 +82,10 @@ def check(request: dict, operation: str) -> list[Problem]:
 def current_stack_run(instance_type: str = "ml.p5.48xlarge", instances: int = 16,
                       parallel: ParallelConfig | None = None, run_days: float = 5.0) -> ShardedRun:
     """Module 7's 30B run on today's stack: the same TrainConfig with `parallel` as its layout (default: hybrid
-    sharding in groups of 16 GPUs, two p5 nodes) over NCCL, and a time limit of `run_days` plus 20%, at most
+    sharding in groups of 16 GPUs, two p5 nodes) over NCCL, and a time limit of `run_days` x JOB_MARGIN (plus 20%), at most
     SageMaker's 28 days (a longer run is a chain of jobs: fmlab.jobs.sharded.job_chain)."""
     parallel = parallel or ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
-    hours = min(1.2 * run_days * 24, MAX_RUNTIME_SECONDS / 3600)
+    hours = min(JOB_MARGIN * run_days * 24, MAX_RUNTIME_SECONDS / 3600)
     config = dataclasses.replace(gpt30b_config(), parallel=dataclasses.replace(parallel, backend="nccl"))
     return ShardedRun("gpt30b-p5", config, Cluster(instance_type, instances), max_run_hours=hours).check()
 

@@ -38,6 +38,7 @@ from fmlab.jobs.request import training_image
 from fmlab.jobs.spec import Cluster, JobSpec
 from fmlab.parallel.smp import to_mp_parameters
 from fmlab.plan import catalog
+from fmlab.plan.capacity import JOB_MARGIN
 from fmlab.plan.compute import param_count
 from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
@@ -228,7 +229,7 @@ class ShardedRun:
                                    config=dataclasses.replace(self.config, parallel=parallel, **config))
 
 
-def job_chain(run: ShardedRun, planned_days: float, data_uri: str, checkpoint_uri: str, margin: float = 1.2,
+def job_chain(run: ShardedRun, planned_days: float, data_uri: str, checkpoint_uri: str, margin: float = JOB_MARGIN,
               max_days: float = MAX_RUN_DAYS, **job_kwargs) -> list[JobSpec]:
     """The jobs that together give `planned_days` x `margin` of run time, none longer than `max_days`.
 

@@ -3,7 +3,7 @@
     from fmlab.plan import capacity
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-1", "ml.p5.48xlarge"): 16})
     best = capacity.choose(rows)      # feasible (quota, memory, deadline, reservable), then cheapest
-    capacity.reserved_days(12.9)      # 13: training plans are sold in whole days, 1 to 182
+    capacity.reservation(12.9).days   # 16: the days to buy so that the reservation holds the job of a 12.9-day run
 
 For 16 and more GPU nodes, on-demand capacity is rarely there when you want it; AWS sells reserved capacity
 for a fixed window: SageMaker training plans (for training jobs or HyperPod clusters) and EC2 Capacity Blocks
@@ -24,7 +24,17 @@ Facts (each with its source and the day it was read):
 - RESERVED_RATE: the EC2 Capacity Blocks pricing page's effective instance hourly rates, as a stored copy of
   the page shows them (the table the page says it updates regularly; this one before its 2025-01-01 update);
   a training plan's own price is only known from SearchTrainingPlanOfferings' UpfrontFee, in your account.
+- PLAN_END_MINUTES, PENDING_DAYS: the SageMaker developer guide, "Training plans utilization for SageMaker training
+  jobs": full access "until 30 minutes before the Reserved Capacity end time", then the plan begins terminating
+  its instances; a job Pending for capacity for 2 days ends in InsufficientCapacityError; the script learns the end
+  from SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP (PLAN_USE_SOURCE).
+- Capacity Blocks' durations: "1-day increments up to 14 days, and in 7-day increments up to 182 days", every
+  block ending at 11:30 UTC (the EC2 user guide, "Find and purchase Capacity Blocks"; CAPACITY_BLOCK_STEPS_SOURCE).
 The on-demand price is the catalog's (fmlab.plan.catalog: us-east-1; other Regions are assumed equal).
+
+A reservation must hold the job, not only the run: `reservation(run_days)` sizes it from the job's MaxRuntime (the
+run plus JOB_MARGIN, module 7's chain margin), the start-up before the first step, and the 30 minutes at the end
+when the plan's instances are already being ended, then rounds up to what can be bought.
 """
 
 from __future__ import annotations
@@ -53,6 +63,16 @@ RESERVABLE_REGIONS: dict[str, tuple[str, ...]] = {
     "ml.trn2.48xlarge": ("us-east-2",),
 }
 PLAN_DAYS = (1, 182)
+PLAN_USE_SOURCE = ("SageMaker developer guide, 'Training plans utilization for SageMaker training jobs' "
+                   "(docs.aws.amazon.com/sagemaker/latest/dg/training-plan-utilization-for-training-jobs.html), read "
+                   "2026-11-26")
+CAPACITY_BLOCK_STEPS_SOURCE = ("EC2 user guide, 'Find and purchase Capacity Blocks' (docs.aws.amazon.com/AWSEC2/latest/"
+                               "UserGuide/capacity-blocks-purchase.html), read 2026-11-26")
+PLAN_END_MINUTES = 30  # the plan starts ending its instances this long before the reservation ends
+PENDING_DAYS = 2  # a job waiting this long for the plan's capacity ends in InsufficientCapacityError
+CAPACITY_BLOCK_DAILY_UP_TO = 14  # Capacity Blocks: 1-day steps up to 14 days, then 7-day steps up to 182
+JOB_MARGIN = 1.2  # module 7: a job's MaxRuntime is the planned run time plus 20% (fmlab.jobs.sharded.job_chain)
+START_UP_HOURS = 1.0  # the course's allowance: instances, image pull, data and checkpoint download, first step
 PLAN_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 # USD per instance-hour, by (instance, Region), where the stored pricing page gives one
 RESERVED_RATE: dict[tuple[str, str], float] = {
@@ -62,14 +82,57 @@ RESERVED_RATE: dict[tuple[str, str], float] = {
 }
 
 
+def buyable_days(days: float, kind: str = "training plan") -> int:
+    """The fewest days that can be bought and hold `days`: training plans in whole days from 1 to 182; EC2 Capacity
+    Blocks in whole days up to 14, then in weeks up to 182 (PlanError beyond 182: split the run)."""
+    check_positive("days", days)
+    if kind not in ("training plan", "capacity block"):
+        raise PlanError(f"kind must be 'training plan' or 'capacity block', not {kind!r}")
+    whole = max(PLAN_DAYS[0], math.ceil(days - 1e-9))
+    if kind == "capacity block" and whole > CAPACITY_BLOCK_DAILY_UP_TO:
+        whole = 7 * math.ceil(whole / 7)
+    if whole > PLAN_DAYS[1]:
+        raise PlanError(f"{days:.1f} days is more than one reservation's {PLAN_DAYS[1]} days: buy two back to back "
+                        "(or extend one), or use more instances")
+    return whole
+
+
 def reserved_days(run_days: float) -> int:
-    """Whole days to reserve for a run of `run_days` (PlanError beyond a plan's 182 days: split the run)."""
+    """Whole days to buy for exactly `run_days` of reserved time (no margin: see `reservation`)."""
+    return buyable_days(run_days)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What to reserve for one run: the job's time, what the reservation must hold, and what can be bought."""
+
+    kind: str
+    run_days: float  # the planner's run time
+    job_days: float  # the job's MaxRuntime: run_days x margin
+    needed_days: float  # job_days + start-up + the 30 minutes before the end
+    days: int  # what is bought
+    margin: float
+
+    @property
+    def spare_hours(self) -> float:
+        """Hours bought beyond what the job needs (what the rounding costs)."""
+        return (self.days - self.needed_days) * 24
+
+    def covers(self, max_run_seconds: float) -> bool:
+        """Whether a job with this MaxRuntimeInSeconds ends before the plan starts ending its instances."""
+        return self.days * 86400 >= max_run_seconds + (START_UP_HOURS * 60 + PLAN_END_MINUTES) * 60
+
+
+def reservation(run_days: float, margin: float = JOB_MARGIN, kind: str = "training plan",
+                start_up_hours: float = START_UP_HOURS) -> Reservation:
+    """The reservation that holds the job of a `run_days` run: its MaxRuntime (run x `margin`), the start-up, and
+    the 30 minutes at the end when the plan's instances are already being ended, rounded up to what `kind` sells."""
     check_positive("run_days", run_days)
-    days = max(PLAN_DAYS[0], math.ceil(run_days - 1e-9))
-    if days > PLAN_DAYS[1]:
-        raise PlanError(f"{run_days:.1f} days is more than one training plan's {PLAN_DAYS[1]} days: buy two plans "
-                        "back to back, or use more instances")
-    return days
+    if not margin >= 1:
+        raise PlanError(f"margin must be at least 1 (the run plus headroom for restarts), not {margin!r}")
+    job = run_days * margin
+    needed = job + (start_up_hours * 60 + PLAN_END_MINUTES) / (24 * 60)
+    return Reservation(kind, run_days, job, needed, buyable_days(needed, kind), margin)
 
 
 def plan_count(instances: int) -> int:
@@ -118,7 +181,7 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
         regions = RESERVABLE_REGIONS.get(name, ())
         for region in regions:
             quota = int(quotas.get((region, name), 0))
-            days = reserved_days(plan.days) if plan.days <= PLAN_DAYS[1] else PLAN_DAYS[1]
+            days = reservation(plan.days).days if plan.days * JOB_MARGIN < PLAN_DAYS[1] else PLAN_DAYS[1]
             rate = RESERVED_RATE.get((name, region), math.nan)
             reserved = rate * plan_count(count) * 24 * days
             why = []

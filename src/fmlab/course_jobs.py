@@ -133,7 +133,7 @@ def fsdp_tp_job() -> JobSpec:
 def smp_job() -> JobSpec:
     """Module 5: SMP v2 hybrid sharding with activation offloading, in the SMP v2 image (frozen at v2.8.0): SMP's
     settings and the script's layout flags come from one ParallelConfig."""
-    from fmlab.parallel.smp import to_mp_parameters
+    from fmlab.service.smp_settings import to_mp_parameters
 
     return _data_parallel("smp", instance_type="ml.p4de.24xlarge", instance_count=16, distribution="smp",
                           smp=to_mp_parameters(COURSE_CONFIGS["smp"]().parallel))

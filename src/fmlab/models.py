@@ -31,14 +31,16 @@ every spawned worker pays it once, which is why the multi-process demos run many
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
+import transformers as tf
+
 from fmlab.plan import catalog
 from fmlab.plan.catalog import ModelPreset
 
 
 def config_for(m: ModelPreset | str):
     """The `transformers` config of a preset."""
-    import transformers as tf
-
     m = catalog.model(m) if isinstance(m, str) else m
     if m.family == "llama":
         return tf.LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
@@ -68,9 +70,6 @@ def build_model(m: ModelPreset | str, seed: int = 0, dtype=None, device=None):
     (delayed parameter initialisation: shard first, then materialise only the local shard). The model is
     configured for training (`use_cache=False`).
     """
-    import torch
-    import transformers as tf
-
     config = config_for(m)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -161,8 +160,6 @@ def pretraining_attention(module, query, key, value, attention_mask, dropout: fl
     step on a CPU (benchmarks/train_throughput.py). The same SDPA kernel runs with the same arguments, so the
     numbers are those of "sdpa" exactly (tests/test_models.py).
     """
-    import torch.nn.functional as F
-
     if query.shape[2] != key.shape[2]:
         raise PretrainingAttentionError(
             f"{PRETRAINING_ATTENTION} attends whole rows, but got {query.shape[2]} queries for {key.shape[2]} keys "
@@ -184,7 +181,5 @@ def use_pretraining_attention(model, enable: bool = True) -> None:
     decoding step after the prompt). `enable=False` gives the model transformers' "sdpa" back. The setting is not
     saved with the model (config.json never holds it); a model loaded from an export attends with "sdpa".
     """
-    from transformers import AttentionInterface
-
-    AttentionInterface.register(PRETRAINING_ATTENTION, pretraining_attention)
+    tf.AttentionInterface.register(PRETRAINING_ATTENTION, pretraining_attention)
     model.set_attn_implementation(PRETRAINING_ATTENTION if enable else "sdpa")

@@ -48,6 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch.distributed.checkpoint as dcp  # dcp.save/async_save looked up per call: fmlab.train.faults wraps them
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
 from fmlab.checkpoint.folder import (
     CORRUPT,
     INCOMPLETE,
@@ -197,16 +201,13 @@ class Checkpointer:
         """
         if asynchronous:
             return self.save_async(step, model, optimizer, scheduler, sampler, extra).path
-        from torch.distributed.checkpoint import FileSystemWriter
-        from torch.distributed.checkpoint import save as dcp_save
-
         self.wait()  # checkpoints commit in step order
         begun = self._begin(step, model, optimizer, scheduler, sampler, extra)
         if begun is None:
             return self.path_for(step)
         tensors, tmp, files = begun
         with quiet_single_process():
-            dcp_save(tensors, storage_writer=FileSystemWriter(tmp), no_dist=_dist() is None)
+            dcp.save(tensors, storage_writer=dcp.FileSystemWriter(tmp), no_dist=_dist() is None)
         _write_files(tmp, files)
         return self._commit(step, tmp)
 
@@ -222,8 +223,6 @@ class Checkpointer:
         save is in flight at a time: the next `save`/`save_async` first waits for this one, and `finish()`
         (at the end of the run, before exporting) waits for the last. Costs one CPU copy of this rank's state.
         """
-        from torch.distributed.checkpoint import FileSystemWriter, async_save
-
         started = time.perf_counter()
         self.wait()
         pending = PendingSave(step, self.path_for(step), started)
@@ -234,8 +233,8 @@ class Checkpointer:
         tensors, tmp, files = begun
         group = self._checkpoint_group()
         _quiet_background_saves()
-        response = async_save(tensors, storage_writer=FileSystemWriter(tmp), process_group=group,
-                              no_dist=_dist() is None)
+        response = dcp.async_save(tensors, storage_writer=dcp.FileSystemWriter(tmp), process_group=group,
+                                  no_dist=_dist() is None)
         staging = getattr(response, "staging_completion", None)
         if staging is not None:  # a stager that copies in the background: training must not go on before it ends
             staging.result()
@@ -255,13 +254,11 @@ class Checkpointer:
         pending, self.pending = self.pending, None
         if pending is None:
             return None
-        from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
-
         try:
             return pending.result()
         except CheckpointError:
             raise
-        except (Exception, CheckpointException) as e:
+        except (Exception, CheckpointException) as e:  # CheckpointException is a BaseException
             failures = getattr(e, "failures", None)
             reason = ("; ".join(f"rank {r}: {type(x).__name__}: {x}" for r, (x, _) in failures.items())
                       if failures else f"{type(e).__name__}: {e}")
@@ -313,8 +310,6 @@ class Checkpointer:
         """Collect the state and prepare `.incomplete-step_N`; returns the tensors to write, that folder and the
         JSON files to write after the tensors (name -> content, taken now), or None when this step is already
         safely on disk (e.g. the last periodic save equals the final one)."""
-        from torch.distributed.checkpoint.state_dict import get_state_dict
-
         final, tmp = self.path_for(step), self.folder / f"{INCOMPLETE}{PREFIX}{step:08d}"
         rank, world = _rank(), _world()
         # Rank 0's disk decides: on a multi-instance job each instance has its own /opt/ml/checkpoints and only
@@ -379,9 +374,6 @@ class Checkpointer:
 
     def load(self, path: str | Path, model, optimizer, scheduler=None, sampler=None) -> dict:
         """Restore everything from checkpoint `path` in place; returns trainer.json (step, extra, ...)."""
-        from torch.distributed.checkpoint import load as dcp_load
-        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
         info = verify(path)
         trainer = json.loads((info.path / TRAINER_FILE).read_text())
         model_state, optim_state = get_state_dict(model, optimizer)
@@ -390,7 +382,7 @@ class Checkpointer:
         reader.read_metadata()  # the restricted unpickler: a refusal surfaces here, not wrapped by DCP
         try:
             with quiet_single_process():
-                dcp_load(tensors, storage_reader=reader, no_dist=_dist() is None)
+                dcp.load(tensors, storage_reader=reader, no_dist=_dist() is None)
         except CheckpointError:
             raise
         except Exception as e:  # DCP wraps per-rank failures; say which checkpoint and what to do

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from fmlab.checkpoint.format import CheckpointError
 from fmlab.checkpoint.ranks import barrier, rank
@@ -28,9 +30,6 @@ def export_hf(model, out_dir: str | Path, dtype: torch.dtype | None = None) -> P
     A collective: every rank calls it (sharded weights are gathered); rank 0 writes and gets the folder back,
     the other ranks get None. `dtype` (e.g. torch.bfloat16) converts the floating-point weights on the way out.
     """
-    from safetensors.torch import save_file
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
     hf = _hf_model(model)
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     out = Path(out_dir)

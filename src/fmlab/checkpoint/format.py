@@ -14,13 +14,20 @@ import contextlib
 import functools
 import json
 import os
+import pathlib
 import pickle
 import random
 import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+import torch.distributed.checkpoint.filesystem as fs
+import torch.distributed.checkpoint.metadata as md
+import torch.serialization as ser
+from torch.distributed.checkpoint import FileSystemReader, Metadata
+from torch.distributed.checkpoint.metadata import BytesStorageMetadata, StorageMeta
 
 
 class CheckpointError(RuntimeError):
@@ -31,21 +38,15 @@ class CheckpointError(RuntimeError):
 
 
 def _pack(array) -> str:
-    import numpy as np
-
     return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode()
 
 
 def _unpack(text: str, dtype) -> Any:
-    import numpy as np
-
     return np.frombuffer(base64.b64decode(text), dtype=dtype).copy()
 
 
 def rng_state() -> dict:
     """This process's random-number generators (torch, CUDA, Python, NumPy) as JSON-ready text."""
-    import numpy as np
-
     version, internal, gauss = random.getstate()
     name, keys, pos, has_gauss, cached = np.random.get_state()
     state = {"torch": _pack(torch.get_rng_state().numpy()),
@@ -57,8 +58,6 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
-    import numpy as np
-
     torch.set_rng_state(torch.from_numpy(_unpack(state["torch"], np.uint8)))
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(int(v) for v in _unpack(internal, np.uint32)), gauss))
@@ -112,12 +111,6 @@ def require_tensors(tree: Any, where: str) -> None:
 
 @functools.cache
 def _allowed_globals() -> dict[tuple[str, str], Any]:
-    import pathlib
-
-    import torch.distributed.checkpoint.filesystem as fs
-    import torch.distributed.checkpoint.metadata as md
-    import torch.serialization as ser
-
     allowed: dict[tuple[str, str], Any] = {
         ("torch", "Size"): torch.Size,
         ("torch.serialization", "_get_layout"): ser._get_layout,
@@ -149,9 +142,6 @@ class _MetadataUnpickler(pickle.Unpickler):
 
 
 def safe_reader(path: Path):
-    from torch.distributed.checkpoint import FileSystemReader, Metadata
-    from torch.distributed.checkpoint.metadata import BytesStorageMetadata, StorageMeta
-
     class SafeReader(FileSystemReader):
         def read_metadata(self, *args, **kwargs) -> Metadata:
             with open(Path(self.path) / ".metadata", "rb") as f:

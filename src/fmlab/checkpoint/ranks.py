@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import torch.distributed as dist
+
 
 def dist_or_none():
-    import torch.distributed as dist
-
     return dist if dist.is_available() and dist.is_initialized() else None
 
 

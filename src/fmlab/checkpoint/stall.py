@@ -24,13 +24,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from fmlab.checkpoint.checkpointer import Checkpointer
+from fmlab.models import build_model
+from fmlab.plan.catalog import ModelPreset
+
 MODES = ("sync", "async")
 
 
 def stall_preset(hidden: int = 256, layers: int = 4):
     """A Llama-shaped model just big enough that a save takes visibly long (12 bytes of state per parameter)."""
-    from fmlab.plan.catalog import ModelPreset
-
     return ModelPreset(f"stall-{hidden}x{layers}", "llama", hidden=hidden, layers=layers, heads=4, vocab=512,
                        seq_len=128, intermediate=(8 * hidden // 3 + 15) // 16 * 16,
                        source="fmlab.checkpoint.stall: a model sized for checkpoint timing")
@@ -38,8 +42,6 @@ def stall_preset(hidden: int = 256, layers: int = 4):
 
 def state_bytes(model, optimizer) -> int:
     """Bytes of the tensors a checkpoint of `model` and `optimizer` writes (weights and optimizer state)."""
-    import torch
-
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     for state in optimizer.state.values():
         total += sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
@@ -74,11 +76,6 @@ def trace_save(asynchronous: bool, folder: str | Path, *, steps: int = 14, save_
     Returns {"mode", "trace": [{"step", "start_s", "compute_s", "save_s"}...], "stall_s", "save_total_s",
     "baseline_step_s", "overlap_s", "committed_at_s", ...}; times in seconds from the start of step 1. On a
     GPU (`device="cuda"`) every step is synchronised before it is timed, and staging copies to CPU memory."""
-    import torch
-
-    from fmlab.checkpoint.checkpointer import Checkpointer
-    from fmlab.models import build_model
-
     if not 1 < save_at < steps:
         raise ValueError(f"save_at must lie strictly between step 1 (warm-up) and the last step {steps}, got {save_at}")
     model = build_model(stall_preset(hidden, layers), seed=seed).to(device)

@@ -24,6 +24,7 @@ import numpy as np
 from fmlab.data.errors import DataError
 from fmlab.data.manifest import TOKENIZER_FOLDER, load_manifest
 from fmlab.data.shards import check_shard, memmap_shard
+from fmlab.data.tokenizer import load_tokenizer
 
 _VERIFIED: set[tuple[str, int, int, str]] = set()  # (path, size, mtime_ns, sha256) already checksummed here
 
@@ -99,8 +100,6 @@ class PackedDataset:
 
     def tokenizer(self):
         """The dataset's tokenizer (a transformers.PreTrainedTokenizerFast), from its tokenizer/ folder."""
-        from fmlab.data.tokenizer import load_tokenizer
-
         return load_tokenizer(self.folder / self.manifest["tokenizer"].get("folder", TOKENIZER_FOLDER))
 
     def decode(self, index: int) -> str:

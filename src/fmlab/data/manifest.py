@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from fmlab import storage
 from fmlab.data.errors import ManifestError
 from fmlab.data.shards import DTYPES, token_dtype
 
@@ -68,8 +69,6 @@ def validate(manifest: dict, where: str = "manifest") -> dict:
 
 def _local_folder(location: str | os.PathLike) -> Path:
     """A local folder holding the dataset at `location` (an S3 URI is mapped, or downloaded on SageMaker)."""
-    from fmlab import storage
-
     if not storage.is_s3_uri(location):
         return Path(location).expanduser()
     if storage.uses_real_s3(str(location), None):

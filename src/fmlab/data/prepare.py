@@ -23,6 +23,7 @@ import shutil
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 
 from fmlab import storage
@@ -41,6 +42,7 @@ from fmlab.data.packing import SequencePacker
 from fmlab.data.shards import ShardWriter, token_dtype
 from fmlab.data.tokenizer import load_backend, tokenizer_info, train_tokenizer
 from fmlab.environment import ROOT
+from fmlab.progress import progress as tqdm
 
 COURSE_CACHE = ROOT / "runs" / "data"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -91,8 +93,6 @@ def _worker_main(rank: int, world: int, units: list[WorkUnit], job: UnitJob, res
 
 def run_units(units: Sequence[WorkUnit], job: UnitJob, workers: int = 1, progress: bool = True) -> list[dict]:
     """Process every unit with `workers` processes (1: in this process); entries in unit order."""
-    from fmlab.progress import progress as tqdm
-
     units = list(units)
     workers = max(1, min(workers, len(units)))
     bar = tqdm(total=len(units), unit="shard", desc=f"tokenize + pack, {workers} worker(s)", disable=not progress)
@@ -122,8 +122,6 @@ def _worker_context():
 def warm_up_workers() -> None:
     """Start the fork server now, so that a timed run measures the work rather than its one-off start."""
     if _worker_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
         forkserver.ensure_running()
 
 

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
 from fmlab.data.corpus import read_documents
 from fmlab.data.errors import DataError
 
@@ -52,7 +54,6 @@ def train_tokenizer(files: Sequence[str | os.PathLike], vocab_size: int, out_dir
     """Train a byte-level BPE tokenizer of `vocab_size` tokens on `files`; save it to `out_dir` and return it.
 
     Token 0 is the end-of-text token "<|endoftext|>". Training is deterministic for the same files."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     if not isinstance(vocab_size, int) or vocab_size < MIN_VOCAB:
@@ -108,8 +109,6 @@ def _configured_eos(folder: Path) -> str | None:
 
 def tokenizer_info(folder: str | os.PathLike, eot_token: str | None = None) -> TokenizerInfo:
     """Vocabulary size, end-of-text token and checksum of a tokenizer folder (trained here or Hugging Face's)."""
-    from tokenizers import Tokenizer
-
     path = _tokenizer_json(folder)
     tok = Tokenizer.from_file(str(path))
     candidates = [eot_token] if eot_token else [_configured_eos(path.parent), *KNOWN_END_TOKENS]
@@ -124,8 +123,6 @@ def tokenizer_info(folder: str | os.PathLike, eot_token: str | None = None) -> T
 
 def load_backend(folder: str | os.PathLike):
     """The fast `tokenizers.Tokenizer` of a folder: what the workers encode with."""
-    from tokenizers import Tokenizer
-
     return Tokenizer.from_file(str(_tokenizer_json(folder)))
 
 

@@ -15,11 +15,19 @@ Files:
                at which step
 
 Above the engine: trace.py reads the restart attempt from fmlab.parallel.mesh; the engine never imports this
-room. Importing it loads no torch (trace.py imports torch.distributed inside its functions).
+room. Importing it loads no torch: CollectiveTrace (trace.py, which imports torch.distributed) is loaded on first
+use, so `fmlab hangs` and analysis.py read trace files without torch.
 Tested by tests/parallel/test_hangs.py, tests/course/test_lab08b.py and tests/train/test_faults.py.
 """
 
+import importlib
+
 from fmlab.hangs.analysis import HangReport, analyze, load_traces
-from fmlab.hangs.trace import CollectiveTrace
 
 __all__ = ["CollectiveTrace", "HangReport", "analyze", "load_traces"]
+
+
+def __getattr__(name: str):
+    if name == "CollectiveTrace":
+        return importlib.import_module("fmlab.hangs.trace").CollectiveTrace
+    raise AttributeError(f"module 'fmlab.hangs' has no attribute {name!r}")

@@ -31,6 +31,7 @@ them with `torchfrtrace <folder>` (torch.distributed.flight_recorder.fr_trace, i
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
@@ -38,7 +39,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch.distributed as dist
+
 from fmlab.hangs.analysis import HangReport, analyze
+from fmlab.parallel.mesh import restart_attempt
 
 BUFFER_VARIABLE = "TORCH_FR_BUFFER_SIZE"
 NCCL_DUMP_VARIABLES = ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE")
@@ -112,7 +116,6 @@ class CollectiveTrace:
                     "state": e.get("state", ""),
                     "step": self.step_at(int(e.get("time_created_ns", 0)))}
                    for e in raw.get("entries", [])][-KEEP:]
-        from fmlab.parallel.mesh import restart_attempt
 
         return {"version": 1, "rank": rank, "world": world, "host": socket.gethostname(), "pid": os.getpid(),
                 "attempt": restart_attempt(),
@@ -121,8 +124,6 @@ class CollectiveTrace:
 
     def on_failure(self, error: BaseException | str, rank: int | None = None, world: int | None = None) -> Failure:
         """Write, share and analyze this rank's trace after a failed collective. Never raises."""
-        import torch.distributed as dist
-
         try:
             if rank is None:
                 rank = dist.get_rank() if dist.is_initialized() else 0
@@ -172,17 +173,11 @@ def write_trace(trace: dict, folder: str | Path) -> Path:
 def exchange(trace: dict, gather_seconds: float, attempt: int | None = None) -> list[dict]:
     """Publish `trace` in the job's store and collect the other ranks' for up to `gather_seconds`; only `trace`
     when there is no store or it does not answer."""
-    import torch.distributed as dist
-
-    from fmlab.parallel.mesh import restart_attempt
-
     attempt = restart_attempt() if attempt is None else attempt
     world, rank = int(trace["world"]), int(trace["rank"])
     if world < 2 or not dist.is_initialized():
         return [trace]
     try:
-        import datetime
-
         store = dist.distributed_c10d._get_default_store()
         store.set_timeout(datetime.timedelta(seconds=max(1.0, gather_seconds)))
         store.set(STORE_PREFIX.format(attempt=attempt, rank=rank), json.dumps(trace))

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 
 from fmlab.jobs.request import training_image
 from fmlab.jobs.spec import Cluster, JobSpec
-from fmlab.parallel.smp import to_mp_parameters
 from fmlab.plan import catalog
 from fmlab.plan.capacity import JOB_MARGIN
 from fmlab.plan.compute import param_count
@@ -45,6 +44,7 @@ from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.images import EFA_ENV_DOC, OLD_PLUGIN_ENVIRONMENT, efa_environment, manifest_for
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
+from fmlab.service.smp_settings import to_mp_parameters
 from fmlab.train.config import TrainConfig
 
 

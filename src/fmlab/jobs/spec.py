@@ -221,8 +221,8 @@ class JobSpec:
                 out.append(Problem(f"smp.{key}", f"{value} does not divide the job's {devices} GPUs "
                                    f"({self.instance_count} x {self.processes()} processes)"))
         if layout_ok:  # the one check of the layout (fmlab.plan.parallelism), the planner's and the engine's
-            from fmlab.parallel.smp import SMP_KEYS, from_mp_parameters
             from fmlab.plan.compute import PlanError
+            from fmlab.service.smp_settings import SMP_KEYS, from_mp_parameters
 
             try:
                 from_mp_parameters({k: v for k, v in self.smp.items() if k in SMP_KEYS}).check(

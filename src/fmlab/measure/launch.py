@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from fmlab.environment import free_port, kill_process_tree
+from fmlab.progress import progress as tqdm
 
 
 class WorldFailed(RuntimeError):
@@ -34,8 +35,6 @@ def torchrun_command(task: str, world_size: int, args_file: Path, out_dir: Path)
 def run_worker_task(task: str, world_size: int, args: dict | None = None, timeout: float = 300,
               progress: bool = True) -> list[dict]:
     """Run `task` on `world_size` processes; return each rank's result (rank order), plus "seconds"."""
-    from fmlab.progress import progress as tqdm
-
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
     with tempfile.TemporaryDirectory(prefix=f"fmlab-{task}-") as tmp:

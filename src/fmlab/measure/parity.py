@@ -13,10 +13,14 @@ full tensors on every rank (DTensor.full_tensor), so every rank checks the whole
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.distributed as tdist
+from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 
-from fmlab.models import build_model
+from fmlab.models import build_model, decoder_layers
 from fmlab.parallel import DistInfo, ParallelConfig, parallelize
 
 WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "offloaded_module.", "_fsdp_wrapped_module.")
@@ -93,12 +97,6 @@ def fsdp1_hybrid_control(model, dist: DistInfo):
     Kept to show (and to test) that the parity check catches a wrong layout: on CPU/gloo with shard groups
     of one, FSDP1 leaves each replica with its own unaveraged gradients.
     """
-    import functools
-
-    from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
-    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
-
-    from fmlab.models import decoder_layers
 
     layer_types = {type(layer) for layer in decoder_layers(model)}
     return FullyShardedDataParallel(

@@ -9,13 +9,15 @@ labelled axes and units.
 
 from __future__ import annotations
 
+import pandas as pd
+
+from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
+
 KIB = 1024
 
 
 def parity_table(world: list[dict], task: str = "parity"):
     """Worst case over the ranks, per preset and layout."""
-    import pandas as pd
-
     rows = []
     for preset, layouts in world[0]["result"][task].items():
         for name in layouts:
@@ -30,8 +32,6 @@ def parity_table(world: list[dict], task: str = "parity"):
 
 def memory_table(world: list[dict], task: str = "memory"):
     """KiB of weights, gradients and optimizer state per rank: measured beside the planner's prediction."""
-    import pandas as pd
-
     rows = []
     for r in world:
         for name, m in r["result"][task].items():
@@ -101,8 +101,6 @@ def pipeline_figure(stages: int, microbatches: int, ax=None):
     """The GPipe schedule: which stage runs which microbatch's forward (F) or backward (B) when."""
     import matplotlib.pyplot as plt
 
-    from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
-
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 0.45 * stages + 1.2))
     for slot in gpipe_schedule(stages, microbatches):
@@ -120,8 +118,6 @@ def pipeline_figure(stages: int, microbatches: int, ax=None):
 
 def bubble_figure(stages: int, microbatches: list[int], ax=None):
     import matplotlib.pyplot as plt
-
-    from fmlab.plan.scaling import bubble_fraction
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.5))

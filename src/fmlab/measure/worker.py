@@ -27,8 +27,22 @@ from transformers import LlamaForCausalLM, OPTForCausalLM  # noqa: E402,F401
 IMPORT_SECONDS = time.perf_counter() - _start
 
 import torch.distributed as tdist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 
-from fmlab.parallel import ParallelConfig, init_distributed  # noqa: E402
+from fmlab.measure.memory import measured_state_bytes, predicted_state_bytes  # noqa: E402
+from fmlab.measure.parity import (  # noqa: E402
+    compare,
+    fsdp1_hybrid_control,
+    local_rows,
+    make_tokens,
+    parallel_step,
+    reference_step,
+)
+from fmlab.models import build_model  # noqa: E402
+from fmlab.parallel import ParallelConfig, init_distributed, parallelize  # noqa: E402
+from fmlab.parallel.linear import ColumnParallelLinear, RowParallelLinear  # noqa: E402
+from fmlab.plan import catalog  # noqa: E402
 
 _done = 0
 _total = 0
@@ -54,15 +68,6 @@ def count_checks(task: str, args: dict) -> int:
 
 def task_parity(args: dict) -> dict:
     """For each preset and layout: {loss, ref_loss, loss_diff, max_grad_diff, max_grad}."""
-    from fmlab.measure.parity import (
-        compare,
-        fsdp1_hybrid_control,
-        make_tokens,
-        parallel_step,
-        reference_step,
-    )
-    from fmlab.plan import catalog
-
     seed, batch, seq = args.get("seed", 0), args.get("global_batch", 4), args.get("seq_len", 32)
     layouts = args["layouts"]
     out: dict = {}
@@ -87,12 +92,6 @@ def task_memory(args: dict) -> dict:
     """Per layout: this rank's measured bytes of weights, gradients and AdamW state after one step, and
     the planner's prediction. With "delayed_init", the model is built on the meta device and only the local
     shards are ever allocated (then initialised in place)."""
-    from fmlab.measure.memory import measured_state_bytes, predicted_state_bytes
-    from fmlab.measure.parity import local_rows, make_tokens
-    from fmlab.models import build_model
-    from fmlab.parallel import parallelize
-    from fmlab.plan import catalog
-
     preset = args["preset"]
     tokens = make_tokens(catalog.model(preset).vocab, args.get("global_batch", 4), args.get("seq_len", 32))
     out = {}
@@ -122,10 +121,6 @@ def task_memory(args: dict) -> dict:
 
 def task_tp_mlp(args: dict) -> dict:
     """Column- then row-parallel MLP against nn.Linear: largest differences of output and gradients."""
-    from torch import nn
-    from torch.nn import functional as F
-
-    from fmlab.parallel.linear import ColumnParallelLinear, RowParallelLinear
 
     dist = init_distributed(ParallelConfig())
     hidden, width = args.get("hidden", 16), args.get("width", 64)

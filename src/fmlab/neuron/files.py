@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from fmlab.neuron.sharding import NeuronLayoutError, Shards
 
@@ -178,8 +179,6 @@ def read_shards(files: ShardFiles) -> Shards:
 
 def read_hf_folder(folder: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """The config.json dict and full state dict of a Hugging Face model folder (safetensors, sharded or not)."""
-    from safetensors.torch import load_file
-
     folder = Path(folder)
     config = read_config(folder)
     index = folder / "model.safetensors.index.json"
@@ -216,8 +215,6 @@ def write_config(config: dict, out_dir: str | Path) -> Path:
 
 def write_hf_folder(state: dict[str, torch.Tensor], config: dict, out_dir: str | Path) -> list[Path]:
     """Save a state dict as a Hugging Face folder that `from_pretrained` loads: model.safetensors + config.json."""
-    from safetensors.torch import save_file
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dtypes = {v.dtype for v in state.values()}

@@ -39,7 +39,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+
+from fmlab.data import DataError, PackedDataset, ResumableSampler
+from fmlab.environment import free_port
+from fmlab.neuron.files import completed_tags, find_shard_files
+from fmlab.neuron.model import DecoderLayer, LlamaSpec, NeuronModelError, NxdLlamaForCausalLM, RMSNorm
+from fmlab.neuron.sharding import LlamaShape, NeuronLayoutError, NxdLayout
+from fmlab.plan import catalog, compute
 from fmlab.train.config import warmup_cosine as lr_factor  # the schedule fmlab.train uses
+from fmlab.train.log import TrainLog
 
 TRAINIUM_ONLY = ("runs only on Trainium: torch_xla / neuronx_distributed are not installed; launch it with "
                  "fmlab.neuron.job on ml.trn1")
@@ -102,8 +112,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def check_args(args: argparse.Namespace) -> Run:
     """Every check that needs no Neuron package; raises NeuronTrainError (or the layout's error) saying the fix."""
-    from fmlab.neuron.sharding import LlamaShape, NxdLayout
-
     positive = ("tensor_parallel_size", "pipeline_parallel_size", "seq_len", "train_batch_size", "num_microbatches",
                 "kv_replicator", "max_steps", "log_every")
     for name in positive:
@@ -137,8 +145,6 @@ def check_args(args: argparse.Namespace) -> Run:
 
 def open_dataset(args: argparse.Namespace, config: dict):
     """The packed dataset, checked against the sequence length and the model's vocabulary."""
-    from fmlab.data import PackedDataset
-
     dataset = PackedDataset(args.training_dir)
     if args.seq_len > dataset.seq_len:
         raise NeuronTrainError(f"--seq_len {args.seq_len} is longer than the dataset's sequences ({dataset.seq_len} "
@@ -151,10 +157,7 @@ def open_dataset(args: argparse.Namespace, config: dict):
 
 def _init_distributed() -> None:
     """One process group over the "xla" backend (torchrun sets the rendezvous; alone, a one-process world)."""
-    import torch.distributed as dist
     import torch_xla.distributed.xla_backend  # noqa: F401  (registers the "xla" backend)
-
-    from fmlab.environment import free_port
 
     if dist.is_initialized():
         return
@@ -168,8 +171,6 @@ def _init_distributed() -> None:
 def _nxd_config(run: Run):
     from neuronx_distributed.parallel_layers import mappings
     from neuronx_distributed.trainer import neuronx_distributed_config
-
-    from fmlab.neuron.model import DecoderLayer, RMSNorm
 
     a = run.args
     pipeline = None
@@ -191,9 +192,6 @@ def _load_pretrained(model, weight_dir: Path, tp: int, pp: int) -> str:
     legacy through checkpointing.load. The shards must be for the run's tensor and pipeline sizes (checked on
     the file names before anything is read)."""
     from neuronx_distributed.trainer import load_checkpoint
-
-    from fmlab.neuron.files import find_shard_files
-    from fmlab.neuron.sharding import NeuronLayoutError
 
     try:
         found = find_shard_files(weight_dir, "pretrained_weight" if (weight_dir / "pretrained_weight").is_dir() else None)
@@ -218,8 +216,6 @@ def _load_pretrained(model, weight_dir: Path, tp: int, pp: int) -> str:
 
 def _next_batch(dataset, sampler, position: dict, count: int, seq_len: int):
     """`count` sequences (cut to seq_len) in the sampler's order, starting a new epoch when one runs out."""
-    import torch
-
     rows = []
     while len(rows) < count:
         try:
@@ -232,8 +228,6 @@ def _next_batch(dataset, sampler, position: dict, count: int, seq_len: int):
 
 def train(run: Run) -> int:
     """The training loop on NxD; returns the last step reached."""
-    import torch
-    import torch.distributed as dist
     import torch_xla.core.xla_model as xm
     from neuronx_distributed.parallel_layers import parallel_state as ps
     from neuronx_distributed.trainer import (
@@ -242,12 +236,6 @@ def train(run: Run) -> int:
         load_checkpoint,
         save_checkpoint,
     )
-
-    from fmlab.data import ResumableSampler
-    from fmlab.neuron.files import completed_tags
-    from fmlab.neuron.model import LlamaSpec, NxdLlamaForCausalLM
-    from fmlab.plan import catalog, compute
-    from fmlab.train.log import TrainLog
 
     a = run.args
     torch.manual_seed(a.seed)
@@ -341,10 +329,6 @@ def train(run: Run) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: 0 on success, 2 on a bad setting or a machine without the Neuron packages."""
-    from fmlab.data import DataError
-    from fmlab.neuron.model import NeuronModelError
-    from fmlab.neuron.sharding import NeuronLayoutError
-
     try:
         run = check_args(parse_args(argv))
         try:

@@ -22,7 +22,9 @@ import warnings
 
 import torch
 from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 from torch.utils._pytree import tree_map
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 from fmlab.models import decoder_layers
 
@@ -119,8 +121,6 @@ def _count_kept(ctx, op, args, kwargs) -> None:
 def _selective_policy(ctx, op, *args, **kwargs):
     """Keep the matmul and attention outputs (MUST_SAVE), recompute the rest (PREFER_RECOMPUTE). `ctx` needs only
     `is_recompute` (PyTorch 2.5+); `op_output`, where present, is used only to count the kept bytes."""
-    from torch.utils.checkpoint import CheckpointPolicy
-
     if op not in _selective_keep():
         return CheckpointPolicy.PREFER_RECOMPUTE
     # selective checkpointing keeps these in its own cache, not via saved-tensor hooks: count them here, once
@@ -131,8 +131,6 @@ def _selective_policy(ctx, op, *args, **kwargs):
 
 
 def _selective_context():
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
-
     return create_selective_checkpoint_contexts(_selective_policy)
 
 
@@ -142,7 +140,6 @@ def apply_activation_checkpointing(model: nn.Module, mode: str) -> nn.Module:
         return model
     if mode not in ("full", "selective"):
         raise ValueError(f"activation checkpointing must be 'none', 'full' or 'selective', not {mode!r}")
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 
     extra = {"context_fn": _selective_context} if mode == "selective" else {}
     layers = decoder_layers(model)

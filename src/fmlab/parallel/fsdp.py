@@ -15,6 +15,7 @@ full and hybrid meshes. tests/parallel/test_parallel_2proc.py keeps an FSDP1 con
 from __future__ import annotations
 
 import torch
+from torch.distributed.fsdp import fully_shard
 
 from fmlab.models import decoder_layers
 from fmlab.parallel.precision import fsdp_policy
@@ -28,8 +29,6 @@ def data_parallel_mesh(mesh, sharding: str):
 
 
 def apply_fsdp(model: torch.nn.Module, mesh, sharding: str, dtype: torch.dtype) -> torch.nn.Module:
-    from torch.distributed.fsdp import fully_shard
-
     dp_mesh = data_parallel_mesh(mesh, sharding)
     policy = fsdp_policy(dtype)
     for layer in decoder_layers(model):

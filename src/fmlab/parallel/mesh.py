@@ -41,6 +41,11 @@ import os
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+from torch.distributed.constants import default_pg_timeout
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.rendezvous import rendezvous
 
 from fmlab.parallel.config import DistInfo, ParallelConfig
 from fmlab.parallel.smp import smp_available, smp_init
@@ -103,8 +108,6 @@ def resolve_backend(cfg: ParallelConfig) -> str:
 
 def build_mesh(cfg: ParallelConfig, world_size: int, device_type: str):
     """The 3-D DeviceMesh (dp_replicate, dp_shard, tp) for `cfg`; call on every rank of an initialised world."""
-    from torch.distributed.device_mesh import init_device_mesh
-
     return init_device_mesh(device_type, cfg.mesh_shape(world_size), mesh_dim_names=MESH_DIMS)
 
 
@@ -166,9 +169,6 @@ def set_collective_timeout(seconds: float) -> int:
     torch 2.13 has no public call for this: torch.distributed.distributed_c10d._set_pg_timeout(timeout, group)
     sets the default timeout of a group's gloo and NCCL backends (ProcessGroupGloo reads it for each new
     collective; measured: a gloo group created with 60 s, set to 3 s, raises "Timed out waiting 3000ms")."""
-    import torch.distributed as dist
-    from torch.distributed import distributed_c10d as c10d
-
     if not dist.is_initialized() or dist.get_world_size() < 2:
         return 0
     on_gpu = dist.get_backend() == "nccl"
@@ -183,14 +183,10 @@ def set_collective_timeout(seconds: float) -> int:
 
 def join_process_group(backend: str, timeout: float | None) -> None:
     """init_process_group, with `timeout`, on a store prefixed by the restart attempt when torchrun started us."""
-    import torch.distributed as dist
-
     delta = datetime.timedelta(seconds=timeout) if timeout else None
     if "TORCHELASTIC_RESTART_COUNT" not in os.environ or backend not in ("gloo", "nccl"):
         dist.init_process_group(backend=backend, timeout=delta)  # env:// as torch does it
         return
-    from torch.distributed.constants import default_pg_timeout
-    from torch.distributed.rendezvous import rendezvous
 
     # What init_process_group does for env:// (the agent's TCPStore, RANK, WORLD_SIZE), plus a prefix per attempt.
     store, rank, world = next(rendezvous("env://", timeout=delta or default_pg_timeout))
@@ -205,8 +201,6 @@ def init_distributed(cfg: ParallelConfig, timeout: float | None = None) -> DistI
     `timeout`: seconds a collective may wait for its peers before it raises (None: torch's default). Safe to
     call again in an initialised world (a new layout gets a new mesh on the same process group).
     """
-    import torch.distributed as dist
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cfg.check(world).check_trainable()

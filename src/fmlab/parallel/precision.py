@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.distributed.fsdp import MixedPrecisionPolicy
 
 
 def compute_dtype(cfg, device: torch.device) -> torch.dtype:
@@ -30,8 +31,6 @@ def compute_dtype(cfg, device: torch.device) -> torch.dtype:
 
 def fsdp_policy(dtype: torch.dtype):
     """FSDP2's policy: compute in `dtype`, reduce gradients in fp32."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy
-
     if dtype == torch.float32:
         return MixedPrecisionPolicy()
     return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)

@@ -13,15 +13,14 @@ vocabulary rows, so the shared shard stays one parameter.
 from __future__ import annotations
 
 import torch
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from fmlab.models import embedding_name, shard_attention_heads, tp_plan
 
 
 def styles():
     """The ParallelStyle for each entry of a tp_plan."""
-    from torch.distributed.tensor import Replicate
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-
     return {
         "colwise": ColwiseParallel(),
         "rowwise": RowwiseParallel(),
@@ -31,8 +30,6 @@ def styles():
 
 
 def apply_tp(model: torch.nn.Module, tp_mesh) -> torch.nn.Module:
-    from torch.distributed.tensor.parallel import parallelize_module
-
     embedding = model.get_submodule(embedding_name(model))
     tied = model.lm_head.weight is embedding.weight
     by_style = styles()

@@ -23,11 +23,18 @@ thousands of built-in tasks, and nothing downloaded).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+
+from fmlab.data import PackedDataset
+from fmlab.serve.export import check_model_folder
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 TASK = "fmlab_cloze"
@@ -54,10 +61,6 @@ class LmEvalResult:
 
 def split_text(data: str | Path, split: str) -> str:
     """The whole text of a dataset split, decoded with its own tokenizer (sequence after sequence)."""
-    import numpy as np
-
-    from fmlab.data import PackedDataset
-
     ds = PackedDataset(data, split=split)
     tokens = np.concatenate([ds.tokens(i) for i in range(len(ds))]) if len(ds) else np.zeros(0, dtype=np.int64)
     return ds.tokenizer().decode(tokens.tolist())
@@ -65,8 +68,6 @@ def split_text(data: str | Path, split: str) -> str:
 
 def build_items(data: str | Path, count: int = 240, seed: int = 0, min_words: int = 6) -> list[dict]:
     """`count` cloze items from the held-out split of `data` (deterministic for a seed)."""
-    from fmlab.data import PackedDataset
-
     tokenizer = PackedDataset(data, split="validation").tokenizer()
     rng = random.Random(seed)
     candidates = []  # (context, answer word)
@@ -124,13 +125,8 @@ def contamination(items: list[dict], data: str | Path, words: int = 8) -> dict:
 def run_lm_eval(model_dir: str | Path, limit: int | None = None, batch_size: int = 32,
                 tasks_dir: str | Path = TASKS_DIR) -> LmEvalResult:
     """Run the cloze task on an exported Hugging Face folder with lm_eval.simple_evaluate (model type "hf", CPU)."""
-    import logging
-    import time
-
     import lm_eval
     from lm_eval.tasks import TaskManager
-
-    from fmlab.serve.export import check_model_folder
 
     folder = check_model_folder(model_dir)
     for name in ("lm-eval", "lm_eval", "lm_eval.models.huggingface", "lm_eval.evaluator"):

@@ -35,6 +35,9 @@ import os
 from dataclasses import dataclass, field
 from unittest import mock
 
+import boto3
+
+from fmlab.jobs.images import lmi_image_uri
 from fmlab.jobs.request import quiet_sdk
 from fmlab.service.api_model import RequestInvalid, problems_in
 
@@ -68,8 +71,6 @@ class EndpointSpec:
 
     @property
     def image_uri(self) -> str:
-        from fmlab.jobs.images import lmi_image_uri
-
         return self.image or lmi_image_uri(self.region)
 
     def environment(self) -> dict[str, str]:
@@ -141,8 +142,6 @@ def endpoint_requests(spec: EndpointSpec, validate: bool = True) -> dict[str, di
     """CreateModel, CreateEndpointConfig and CreateEndpoint as SDK v3 makes them, recorded by a botocore hook
     that stops each call before it is signed or sent (placeholder credentials, no AWS); RequestInvalid names
     every field SageMaker would reject (the first invalid request stops the rest)."""
-    import boto3
-
     spec.check()
     captured: dict[str, dict] = {}
     placeholder = {"AWS_ACCESS_KEY_ID": "not-sent", "AWS_SECRET_ACCESS_KEY": "not-sent", "AWS_SESSION_TOKEN": "not-sent",
@@ -159,8 +158,6 @@ def endpoint_requests(spec: EndpointSpec, validate: bool = True) -> dict[str, di
 
 def deploy(spec: EndpointSpec) -> dict[str, dict]:
     """Create the endpoint on SageMaker for real (the same validated calls); refuses without AWS credentials."""
-    import boto3
-
     spec.check()
     boto_session = boto3.Session(region_name=spec.region)
     if boto_session.get_credentials() is None:

@@ -15,8 +15,15 @@ server is pointed at it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+from fmlab.checkpoint import export_hf
+from fmlab.data import tokenizer_info
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
@@ -78,11 +85,6 @@ tokenizer = AutoTokenizer.from_pretrained("<this folder>")
 def export_model(model, out_dir: str | Path, tokenizer_dir: str | Path, card: ModelCard | None = None,
                  max_new_tokens: int = 32) -> Path:
     """Write `model` (one process) with its tokenizer, generation config and card to `out_dir`; returns it."""
-    from transformers import AutoTokenizer, GenerationConfig
-
-    from fmlab.checkpoint import export_hf
-    from fmlab.data import tokenizer_info
-
     info = tokenizer_info(tokenizer_dir)
     out = export_hf(model, out_dir)
     if out is None:  # another rank: rank 0 writes
@@ -107,8 +109,6 @@ def export_model(model, out_dir: str | Path, tokenizer_dir: str | Path, card: Mo
 
 def check_model_folder(folder: str | Path) -> Path:
     """`folder`, if a server can load it; NotAModelFolder naming what is missing otherwise."""
-    import json
-
     folder = Path(folder)
     if not folder.is_dir():
         raise NotAModelFolder(f"{folder} is not a folder: export the model first (fmlab.serve.export_model)")
@@ -128,8 +128,6 @@ def check_model_folder(folder: str | Path) -> Path:
 
 def load_exported(folder: str | Path):
     """(model, tokenizer) from an exported folder, with transformers' Auto classes, in eval mode."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder = check_model_folder(folder)
     return AutoModelForCausalLM.from_pretrained(str(folder)).eval(), AutoTokenizer.from_pretrained(str(folder))
 
@@ -138,8 +136,6 @@ def check_round_trip(model, folder: str | Path, text: str = "To be, or not to be
                      atol: float = 0.0) -> float:
     """Load `folder` back with AutoModelForCausalLM and compare its logits with `model`'s on `text`; returns
     the largest absolute difference, raising AssertionError when it exceeds `atol` (0: bit for bit)."""
-    import torch
-
     loaded, tokenizer = load_exported(folder)
     ids = tokenizer(text, return_tensors="pt")["input_ids"]
     was_training = model.training

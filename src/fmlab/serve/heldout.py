@@ -26,7 +26,13 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fmlab.checkpoint import Checkpointer, complete_checkpoints
+from fmlab.data import PackedDataset, has_validation
+from fmlab.models import build_model
 from fmlab.plan import gate
+from fmlab.train.config import TrainConfig
+from fmlab.train.evaluate import heldout_loss
+from fmlab.train.step import build_optimizer
 
 
 class GateError(ValueError):
@@ -67,10 +73,6 @@ class Verdict:
 
 
 def _model_and_optimizer(model_name: str):
-    from fmlab.models import build_model
-    from fmlab.train.config import TrainConfig
-    from fmlab.train.step import build_optimizer
-
     model = build_model(model_name)
     optimizer, _ = build_optimizer(model, TrainConfig(model=model_name))
     return model, optimizer
@@ -78,8 +80,6 @@ def _model_and_optimizer(model_name: str):
 
 def load_checkpoint_model(path: str | Path, model_name: str):
     """The model of one complete checkpoint, on this one process (its optimizer state is read and dropped)."""
-    from fmlab.checkpoint import Checkpointer
-
     model, optimizer = _model_and_optimizer(model_name)
     with warnings.catch_warnings():  # "saved by N processes, loaded by 1": expected here
         warnings.simplefilter("ignore", UserWarning)
@@ -88,8 +88,6 @@ def load_checkpoint_model(path: str | Path, model_name: str):
 
 
 def _validation(data: str | Path):
-    from fmlab.data import PackedDataset, has_validation
-
     if not has_validation(data):
         raise GateError(f"{data} has no held-out split to evaluate on: prepare it with validation_units >= 1 "
                         "(course_dataset(validation_units=2), fmlab data prepare --validation-units 2)")
@@ -98,18 +96,12 @@ def _validation(data: str | Path):
 
 def untrained_loss(model_name: str, data: str | Path, sequences: int = 64, micro_batch: int = 16) -> float:
     """The held-out loss of the freshly initialised model (seed 0): about ln(vocabulary)."""
-    from fmlab.models import build_model
-    from fmlab.train.evaluate import heldout_loss
-
     return heldout_loss(build_model(model_name), _validation(data), sequences, micro_batch)
 
 
 def checkpoint_curve(checkpoint_dir: str | Path, model_name: str, data: str | Path, sequences: int = 64,
                      micro_batch: int = 16) -> list[CheckpointScore]:
     """The held-out loss of every complete checkpoint in `checkpoint_dir`, oldest first."""
-    from fmlab.checkpoint import complete_checkpoints
-    from fmlab.train.evaluate import heldout_loss
-
     found = complete_checkpoints(checkpoint_dir)
     if not found:
         raise GateError(f"no complete checkpoint in {checkpoint_dir}: train with --checkpoint-dir and "

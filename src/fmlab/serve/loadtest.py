@@ -16,9 +16,12 @@ its load: notebooks and the benchmark report them, tests never assert them.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
 import time
 from dataclasses import dataclass, field
+
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,7 @@ def _run(coro):
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    import concurrent.futures  # inside Jupyter an event loop is already running: use a thread of its own
-
+    # inside Jupyter an event loop is already running: use a thread of its own
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
 
@@ -145,8 +147,6 @@ def sweep(server, prompts: list[str], levels=(1, 4, 16), max_tokens: int = 32, w
 
 
 def summary_table(results: list[LevelResult]):
-    import pandas as pd
-
     return pd.DataFrame([r.row() for r in results]).set_index("concurrency")
 
 

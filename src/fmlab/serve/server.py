@@ -39,6 +39,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformers import AutoTokenizer
+
+from fmlab.environment import free_port
 from fmlab.serve.export import check_model_folder
 
 SERVER = "transformers serve"
@@ -148,7 +151,6 @@ class LocalServer:
 
         if self.running:
             return self
-        from fmlab.environment import free_port
 
         self.port = self.config.port or free_port()
         if not port_free(self.config.host, self.port):
@@ -225,8 +227,6 @@ class LocalServer:
 
     def tokenizer(self):
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
             self._tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         return self._tokenizer
 

@@ -21,9 +21,13 @@ import io
 import json
 import os
 import shutil
+from importlib.metadata import version
 from pathlib import Path
 
+from fmlab.data.manifest import MANIFEST_NAME
+from fmlab.data.prepare import FileLock
 from fmlab.environment import ROOT
+from fmlab.train import loop
 
 CACHE = ROOT / "build" / "cache" / "runs"
 PACKAGE = Path(__file__).resolve().parents[1]  # src/fmlab
@@ -42,10 +46,6 @@ def package_fingerprint(package: Path = PACKAGE) -> str:
 
 def run_key(cfg) -> str:
     """The content key of a TrainConfig's run (16 hex digits)."""
-    from importlib.metadata import version
-
-    from fmlab.data.manifest import MANIFEST_NAME
-
     fields = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in WRITTEN_TO}
     manifest = Path(cfg.data) / MANIFEST_NAME
     material = {"config": fields, "manifest": manifest.read_text() if manifest.is_file() else cfg.data,
@@ -59,9 +59,6 @@ def train_cached(cfg, cache: Path | None = None) -> Path:
 
     Returns the cache entry's folder. Only the checkpoints are kept: the run's step lines are not printed and
     cfg.output_dir gets nothing, so use it where a notebook or test needs a trained model, not the run's own figures."""
-    from fmlab.data.prepare import FileLock
-    from fmlab.train.loop import train
-
     if not cfg.checkpoint_dir:
         raise ValueError("train_cached needs cfg.checkpoint_dir: the folder the cached checkpoints are copied to")
     entry = Path(cache or CACHE) / run_key(cfg)
@@ -75,7 +72,7 @@ def train_cached(cfg, cache: Path | None = None) -> Path:
                 run = dataclasses.replace(cfg, checkpoint_dir=str(staging / "checkpoints"),
                                           output_dir=str(staging / "out"))
                 with contextlib.redirect_stdout(io.StringIO()):
-                    train(run)
+                    loop.train(run)  # looked up per call: tests stand a fake in for fmlab.train.loop.train
                 (staging / "checkpoints").rename(done)
                 shutil.rmtree(staging, ignore_errors=True)
     target = Path(cfg.checkpoint_dir)

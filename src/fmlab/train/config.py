@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
+import io
 import json
+import math
 import os
 import sys
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fmlab.plan import catalog
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
 from fmlab.plan.parallelism import ParallelConfig, parse_bool
+from fmlab.service.smp_settings import from_mp_parameters
 
 SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"
 COLLECTIVE_TIMEOUT_RANGE = (1.0, 86400.0)  # seconds: --collective-timeout must lie within
@@ -84,7 +90,7 @@ class TrainConfig:
     eval_every: int = 0  # steps between evaluations; 0: at the end of the run only
     # the parallel layout: sharding, hybrid_shard_degree, tp, activation_checkpointing, ... are flags too
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    mp_parameters: str = ""  # SMP v2 settings as JSON; when given they set the layout (fmlab.parallel.smp)
+    mp_parameters: str = ""  # SMP v2 settings as JSON; they and the layout flags must agree (fmlab.service.smp_settings)
     ignored: list[str] = field(default_factory=list)  # arguments seen but not understood (reported)
 
     def __post_init__(self) -> None:
@@ -109,8 +115,6 @@ class TrainConfig:
     def check(self, world: int | None = None) -> TrainConfig:
         """Raise TrainConfigError (or PlanError, for the layout) naming what to change; return self. With
         `world`, the layout is checked on that many processes for this model too."""
-        from fmlab.plan import catalog
-
         if min(self.micro_batch, self.grad_accum, self.max_steps, self.log_every) < 1:
             raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
         if self.eval_sequences < 0 or self.eval_every < 0:
@@ -131,8 +135,8 @@ class TrainConfig:
 
 # ---------------------------------------------------------------- reading the configuration
 
-# What SMP v2's settings decide about the layout (fmlab.parallel.smp.from_mp_parameters); precision, backend and
-# checkpointing without offloading are the script's own.
+# What SMP v2's settings decide about the layout (fmlab.service.smp_settings.from_mp_parameters); precision,
+# backend and checkpointing without offloading are the script's own.
 SMP_DECIDES = ("sharding", "hybrid_shard_degree", "tp", "activation_offloading")
 
 
@@ -141,8 +145,6 @@ def agreed_layout(parallel: ParallelConfig, mp_parameters: str) -> ParallelConfi
     name (SMP_DECIDES), the flags the rest (precision, backend, checkpointing unless SMP offloads). A flag set away
     from its default must say what SMP says, or TrainConfigError names what differs (an SMP job built by the
     course sends both from one ParallelConfig: fmlab.jobs.sharded)."""
-    from fmlab.parallel.smp import from_mp_parameters
-
     smp, default = from_mp_parameters(mp_parameters), ParallelConfig()
     names = SMP_DECIDES + (("offload_horizon",) if smp.activation_offloading else ())
     differ = [f"{n} is {getattr(parallel, n)!r} in the flags, {getattr(smp, n)!r} by --mp_parameters" for n in names
@@ -184,10 +186,6 @@ def _convert(name: str, value):
 def field_help() -> dict[str, str]:
     """Each flag's one-line description: the comment that follows its field in TrainConfig's or ParallelConfig's
     source."""
-    import inspect
-    import io
-    import tokenize
-
     out: dict[str, str] = {}
     for cls in (TrainConfig, ParallelConfig):
         line_of: dict[int, str] = {}
@@ -313,8 +311,6 @@ def adopt_mpi_environment(env: dict | None = None) -> bool:
 def warmup_cosine(step: int, warmup_steps: int, max_steps: int, floor: float = 0.1) -> float:
     """The learning-rate multiplier at `step` (0-based): linear warm-up over warmup_steps, then a cosine from 1
     down to `floor` at max_steps. fmlab.train and the trn1 script (fmlab.neuron.train) both schedule with it."""
-    import math
-
     if step < warmup_steps:
         return (step + 1) / warmup_steps
     progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))

@@ -12,6 +12,7 @@ collectives need, and the mean is taken over all predicted tokens of all ranks.
 from __future__ import annotations
 
 import torch
+import torch.distributed as tdist
 
 
 def eval_indices(sequences: int, dataset_len: int, dp_rank: int = 0, dp_size: int = 1) -> list[int]:
@@ -28,8 +29,6 @@ def eval_indices(sequences: int, dataset_len: int, dp_rank: int = 0, dp_size: in
 @torch.no_grad()
 def heldout_loss(model, dataset, sequences: int, micro_batch: int, dist=None) -> float:
     """Mean next-token cross-entropy over the first `sequences` sequences of `dataset` (all ranks together)."""
-    import torch.distributed as tdist
-
     dp_rank, dp_size = (dist.dp_rank, dist.dp_size) if dist is not None else (0, 1)
     device = dist.device if dist is not None else next(model.parameters()).device
     indices = eval_indices(sequences, len(dataset), dp_rank, dp_size)

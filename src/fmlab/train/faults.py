@@ -48,8 +48,11 @@ import os
 import signal
 import sys
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch.distributed.checkpoint as dcp
 
 from fmlab.parallel.mesh import restart_attempt
 from fmlab.train.config import TrainConfig, TrainConfigError
@@ -158,23 +161,20 @@ class Faults:
     def saving(self, step: int):
         """Around the checkpoint save of `step`: for kill-save, this process dies right after its shards are
         written, before the save is committed. The hook wraps torch.distributed.checkpoint's `save` and
-        `async_save` (which the checkpointer imports when it saves) from here until it fires or `disarm()`: a save
-        the checkpointer writes in the background is struck when its write ends, before its commit can start."""
+        `async_save` (which the checkpointer looks up on that module, `dcp.save`, at each save) from here until it
+        fires or `disarm()`: a save the checkpointer writes in the background is struck when its write ends,
+        before its commit can start."""
         if self.armed and not self.fired and self.kind == "kill-save" and step == self.step:
             self._install()
         yield
 
     def disarm(self) -> None:
         """Put torch.distributed.checkpoint's functions back (the hook does so itself once it fired)."""
-        import torch.distributed.checkpoint as dcp
-
         for name, original in self._originals.items():
             setattr(dcp, name, original)
         self._originals.clear()
 
     def _install(self) -> None:
-        import torch.distributed.checkpoint as dcp
-
         for name, wrap in (("save", self._after_save), ("async_save", self._after_async_save)):
             original = getattr(dcp, name, None)
             if original is not None and name not in self._originals:
@@ -193,8 +193,6 @@ class Faults:
     def _after_async_save(self, original):
         """async_save returns a future (or a response holding `upload_completion`) that the checkpointer waits
         on before it commits: hand it a gate that opens only after the strike, so no commit can begin first."""
-        from concurrent.futures import Future
-
         def async_save(*args, **kwargs):
             response = original(*args, **kwargs)
             written = getattr(response, "upload_completion", response)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fmlab.environment import ROOT, kill_process_tree
+from fmlab.train.log import read_metrics
 
 ENTRY_SCRIPT = ROOT / "entrypoints" / "train.py"
 
@@ -45,8 +47,6 @@ class LocalRun:
 
     @property
     def metrics(self) -> list[dict]:
-        from fmlab.train.log import read_metrics
-
         return read_metrics(self.output_dir)
 
     @property
@@ -56,8 +56,6 @@ class LocalRun:
     @property
     def resumed_at(self) -> list[int]:
         """The steps the script resumed from, in order (one per start that found a checkpoint)."""
-        import re
-
         return [int(m.group(1)) for m in re.finditer(r"^resumed from \S+ at step (\d+)", self.stdout, re.M)]
 
     @property

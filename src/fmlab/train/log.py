@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fmlab.plan import catalog
+
 # For SDK v3 ModelTrainer / CreateTrainingJob AlgorithmSpecification.MetricDefinitions.
 _NUMBER = r"([-+0-9.eE]+|nan)"
 METRIC_DEFINITIONS = [
@@ -38,8 +40,6 @@ VALIDATION_METRIC_DEFINITIONS = [{"Name": "validation:loss", "Regex": rf"step=\d
 def peak_tflops_of(device, override: float = 0.0) -> float | None:
     """Dense bf16 peak TFLOP/s of one device: the override, else the SageMaker instance type (catalog), else the
     GPU's name (catalog.ACCELERATOR_PEAK_TFLOPS); None for a CPU or an unknown device."""
-    from fmlab.plan import catalog
-
     if override > 0:
         return override
     instance = os.environ.get("SM_CURRENT_INSTANCE_TYPE", "")

@@ -35,8 +35,23 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import torch
+import torch.distributed as tdist
+
+from fmlab import checkpoint
+from fmlab.checkpoint import CheckpointError
+from fmlab.data import DataError, PackedDataset, ResumableSampler, course_dataset
+from fmlab.hangs.trace import CollectiveTrace
+from fmlab.models import build_model, use_pretraining_attention
+from fmlab.parallel import DistInfo, init_distributed, parallelize
+from fmlab.parallel.mesh import CollectiveTimeout, resolve_backend, restart_attempt, set_collective_timeout
+from fmlab.parallel.smp import smp_available
+from fmlab.plan import catalog, compute
+from fmlab.plan.catalog import ModelPreset
+from fmlab.plan.compute import PlanError
+from fmlab.train import log as train_log  # StepTimer looked up per run: benchmarks/gpu_step.py patches it
+from fmlab.train.capacity_end import CapacityEnd, reserve_seconds
 from fmlab.train.config import (
     TrainConfig,
     TrainConfigError,
@@ -46,19 +61,11 @@ from fmlab.train.config import (
     phase_timeouts,
     sagemaker_defaults,
 )
+from fmlab.train.evaluate import heldout_loss
 from fmlab.train.failure import collective_failure, exit_process, trace_dir, write_failure_file
+from fmlab.train.faults import Faults
 from fmlab.train.loss import full_loss_reason
 from fmlab.train.step import batches, build_optimizer, first_gradients_hook, train_step
-
-if TYPE_CHECKING:  # the run state's types; the data stack and checkpoints are imported when a run starts
-    import torch
-
-    from fmlab.checkpoint import Checkpointer
-    from fmlab.data import PackedDataset, ResumableSampler
-    from fmlab.hangs.trace import CollectiveTrace
-    from fmlab.parallel import DistInfo
-    from fmlab.plan.catalog import ModelPreset
-    from fmlab.train.faults import Faults
 
 __all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train", "main"]
 
@@ -85,11 +92,9 @@ class TrainResult:
 
 def open_dataset(cfg: TrainConfig, vocab: int, split: str = "train"):
     """The packed dataset to train on (or its held-out split), checked against the model's vocabulary."""
-    from fmlab import data
-
-    path = cfg.data or data.course_dataset(seq_len=cfg.seq_len, vocab_size=vocab,
-                                           validation_units=2 if cfg.eval_sequences else 0)
-    ds = data.PackedDataset(path, split=split)
+    path = cfg.data or course_dataset(seq_len=cfg.seq_len, vocab_size=vocab,
+                                      validation_units=2 if cfg.eval_sequences else 0)
+    ds = PackedDataset(path, split=split)
     if ds.vocab_size > vocab:
         raise TrainConfigError(f"the dataset {path} uses a vocabulary of {ds.vocab_size} tokens, more than the "
                                f"model's {vocab}: pick a model preset with a larger vocabulary or re-tokenize the data")
@@ -108,7 +113,7 @@ class Run:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
-    ckpt: Checkpointer | None
+    ckpt: checkpoint.Checkpointer | None
     faults: Faults
     start_step: int = 0
     val_ds: PackedDataset | None = None  # the held-out split, when the run evaluates
@@ -118,12 +123,6 @@ class Run:
 def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
     """Join the world (with the first phase's long timeout and the collective trace on), check the layout, open
     the data, build and parallelize the model, resume if asked."""
-    from fmlab.data import ResumableSampler
-    from fmlab.parallel import init_distributed
-    from fmlab.parallel.mesh import resolve_backend, restart_attempt
-    from fmlab.plan import catalog
-    from fmlab.train.faults import Faults
-
     cfg.check()
     preset = catalog.model(cfg.model)
     adopt_mpi_environment()
@@ -159,10 +158,6 @@ def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
 def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch.nn.Module:
     """The preset's model with the pretraining attention (whole rows need no mask; SMP v2's transform brings its
     own attention), laid out as cfg.parallel says."""
-    from fmlab.models import build_model, use_pretraining_attention
-    from fmlab.parallel import parallelize
-    from fmlab.parallel.smp import smp_available
-
     model = build_model(preset, seed=cfg.seed)
     if not smp_available():
         use_pretraining_attention(model)
@@ -176,8 +171,6 @@ def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch
 
 def _resume(run: Run) -> None:
     """Open the checkpoint folder and load the checkpoint --resume names (auto: the newest intact one)."""
-    from fmlab import checkpoint
-
     cfg, rank = run.cfg, run.dist.rank
     run.ckpt = checkpoint.Checkpointer(cfg.checkpoint_dir, cfg.keep_checkpoints) if cfg.checkpoint_dir else None
     resume_from = ""
@@ -200,10 +193,6 @@ def _resume(run: Run) -> None:
 
 def train(cfg: TrainConfig) -> TrainResult:
     """Run (or resume) training as `cfg` says, on this process's share of the world; returns what happened."""
-    import torch.distributed as tdist
-
-    from fmlab.hangs.trace import CollectiveTrace
-
     logging.getLogger("torch.distributed.tensor._redistribute").setLevel(logging.ERROR)  # clip's 2-D norm notice
     created_group = not (tdist.is_available() and tdist.is_initialized())
     trace = CollectiveTrace(cfg.trace_collectives, trace_dir(cfg), timeout_s=phase_timeouts(cfg)[0])
@@ -221,18 +210,15 @@ def train(cfg: TrainConfig) -> TrainResult:
 
 def _loop(run: Run, started: float) -> TrainResult:
     """The training steps; between them logging, evaluation and checkpoints."""
-    from fmlab.plan import compute
-    from fmlab.train.evaluate import heldout_loss
-    from fmlab.train.log import StepTimer, TrainLog, peak_tflops_of
-
     cfg, dist = run.cfg, run.dist
     flops = compute.flops_per_token(run.preset, run.ds.seq_len)
-    log = TrainLog(cfg.output_dir or None, flops, dist.world_size, peak_tflops_of(dist.device, cfg.peak_tflops),
-                   dist.rank, cfg.tensorboard)
-    timer, tokens_per_step = StepTimer(), cfg.micro_batch * run.ds.seq_len * cfg.grad_accum * dist.dp_size
+    log = train_log.TrainLog(cfg.output_dir or None, flops, dist.world_size,
+                             train_log.peak_tflops_of(dist.device, cfg.peak_tflops), dist.rank, cfg.tensorboard)
+    timer, tokens_per_step = train_log.StepTimer(), cfg.micro_batch * run.ds.seq_len * cfg.grad_accum * dist.dp_size
     data = batches(run.ds, run.sampler, cfg.micro_batch, dist.device)
     last_step = cfg.stop_after if 0 < cfg.stop_after < cfg.max_steps else cfg.max_steps
     saved, losses, val_losses, window_loss = "", {}, {}, 0.0
+    capacity_end, save_s, step_started = CapacityEnd.from_env(), None, time.perf_counter()
     run.model.train()
     for step in range(run.start_step + 1, last_step + 1):
         run.trace.at_step(step)
@@ -254,15 +240,20 @@ def _loop(run: Run, started: float) -> TrainResult:
             val_losses[step] = heldout_loss(run.model, run.val_ds, cfg.eval_sequences, cfg.micro_batch, dist)
             log.validation(step, val_losses[step], timer.exclude(since=t0))
         if run.ckpt is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
-            saved = _save(run, step)
+            t0 = time.perf_counter()
+            saved, save_s = _save(run, step), time.perf_counter() - t0
+        if capacity_end is not None:
+            now = time.perf_counter()
+            step_s, step_started = now - step_started, now
+            if _capacity_ends(capacity_end, reserve_seconds(step_s, save_s), dist):
+                saved, last_step = _stop_for_capacity(run, step, saved, capacity_end), step
+                break
     tokens_per_s = timer.steady_rate(tokens_per_step)
     return _finish(run, log, last_step, saved, losses, val_losses, tokens_per_s, flops, started)
 
 
 def _enter_training_phase(run: Run) -> None:
     """After the first step: every collective from now on gets the short --collective-timeout."""
-    from fmlab.parallel.mesh import set_collective_timeout
-
     first, second = phase_timeouts(run.cfg)
     if run.dist.world_size > 1 and second < first:
         set_collective_timeout(second)
@@ -274,8 +265,6 @@ def _enter_training_phase(run: Run) -> None:
 
 def _log_window(log, timer, step: int, window_loss, lr: float, tokens_per_step: int, dist: DistInfo) -> float:
     """Log the steps since the last log line: their mean loss over every rank and their throughput."""
-    import torch.distributed as tdist
-
     mean_loss = window_loss / timer.window_steps
     if dist.world_size > 1:
         tdist.all_reduce(mean_loss)
@@ -283,6 +272,27 @@ def _log_window(log, timer, step: int, window_loss, lr: float, tokens_per_step: 
     loss = mean_loss.item()  # waits for the device, so the window's clock stops after the work
     steps, seconds, data_seconds = timer.take_window()
     return log.step(step, loss, lr, tokens_per_step * steps, seconds, data_seconds, steps)["loss"]
+
+
+def _capacity_ends(end: CapacityEnd, reserve_s: float, dist: DistInfo) -> bool:
+    """Whether the training plan's capacity ends too soon for another step and a save, as every rank agrees (one
+    all-reduce of the verdict: no rank stops alone)."""
+    verdict = torch.tensor([float(end.must_stop(time.time(), reserve_s))], device=dist.device)
+    if dist.world_size > 1:
+        tdist.all_reduce(verdict, op=tdist.ReduceOp.MAX)
+    return bool(verdict.item())
+
+
+def _stop_for_capacity(run: Run, step: int, saved: str, end: CapacityEnd) -> str:
+    """Save at `step` (unless that checkpoint was just written) before the plan ends the instances."""
+    if run.dist.rank == 0:
+        minutes = end.seconds_left(time.time()) / 60
+        print(f"note: the training plan starts ending its instances in {minutes:.0f} min (less than a step and a save "
+              f"before its instances start ending): saving step {step} and stopping; the next job resumes from it",
+              flush=True)
+    if run.ckpt is not None and not saved.endswith(f"{step:08d}"):
+        saved = _save(run, step)
+    return saved
 
 
 def _save(run: Run, step: int) -> str:
@@ -294,8 +304,6 @@ def _save(run: Run, step: int) -> str:
 def _finish(run: Run, log, last_step: int, saved: str, losses: dict, val_losses: dict, tokens_per_s: float,
             flops: float, started: float) -> TrainResult:
     """The final checkpoint and export, and what the run did (rank 0 also writes summary.json)."""
-    from fmlab import checkpoint
-
     cfg, dist = run.cfg, run.dist
     interrupted = last_step < cfg.max_steps
     if not interrupted and run.ckpt is not None and last_step > run.start_step:
@@ -323,11 +331,6 @@ def _finish(run: Run, log, last_step: int, saved: str, losses: dict, val_losses:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: parse flags and the SageMaker environment, train; 0 on success, 2 on a bad setting,
     1 when a collective timed out (a dead or hung peer: torchrun's --max-restarts then restarts the workers)."""
-    from fmlab.checkpoint import CheckpointError
-    from fmlab.data import DataError
-    from fmlab.parallel.mesh import CollectiveTimeout
-    from fmlab.plan.compute import PlanError
-
     try:
         train(parse_config(argv))
     except (PlanError, CheckpointError, DataError, TrainConfigError) as e:

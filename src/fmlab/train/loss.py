@@ -33,6 +33,8 @@ head's output is a DTensor gathered by its own plan) and SMP v2 (its transform o
 
 from __future__ import annotations
 
+import types
+
 import torch
 
 from fmlab.parallel.smp import smp_available
@@ -212,7 +214,6 @@ def use_chunked_loss(model, enable: bool = True, compiled: bool = False) -> str:
     why = chunked_loss_unsupported(model)
     if why or "_fmlab_chunked_hooks" in model.__dict__:
         return why
-    import types
 
     model.lm_head.forward = types.MethodType(_deferring_head, model.lm_head)
     model.loss_function = _chunked_causal_lm_loss(model, compiled)

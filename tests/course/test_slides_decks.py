@@ -121,9 +121,8 @@ def test_layout_memory_is_the_planners_memory_per_device():
     for bar in ax.patches:
         i = round(bar.get_x() + bar.get_width() / 2)
         tops[i] = max(tops.get(i, 0.0), bar.get_y() + bar.get_height())
-    for i, (_, fields) in enumerate(figures.LAYOUT_MEMORY):
-        plan = make_plan(figures.MODEL, 1e9, figures.INSTANCE, figures.INSTANCES, parallel=ParallelConfig(**fields),
-                         suggest=False)
+    for i, (_, layout) in enumerate(figures.LAYOUT_MEMORY):
+        plan = make_plan(figures.MODEL, 1e9, figures.INSTANCE, figures.INSTANCES, parallel=layout, suggest=False)
         assert tops[i] == pytest.approx(plan.memory_gb_per_device)  # drawn whole; the axis cuts the tall ones
 
 

@@ -11,8 +11,8 @@
 A floor below fmlab.train: the training loop imports this subpackage, never the other way round.
 
 Files, in the order a run uses them:
-- checkpointer.py  Checkpointer: sharded DCP saves, atomic commit, keep-last-N, resume, damage set aside
-                   (newest_intact), async saves
+- checkpointer.py  Checkpointer: sharded DCP saves, atomic commit, keep-last-N, resume, async saves
+- intact.py        newest_intact: the newest checkpoint whose files check out; damaged newer ones set aside
 - folder.py        which checkpoints a folder holds: names, the COMPLETE marker, verification, the newest
 - format.py        what a checkpoint file holds (RNG state, JSON, the safe DCP reader), its checks and
                    CheckpointError
@@ -26,7 +26,7 @@ The names below are loaded on first use, so importing `fmlab.checkpoint` loads n
 
 import importlib
 
-_EXPORTS = {"Checkpointer": "checkpointer", "PendingSave": "checkpointer", "newest_intact": "checkpointer",
+_EXPORTS = {"Checkpointer": "checkpointer", "PendingSave": "checkpointer", "newest_intact": "intact",
             "CheckpointError": "format",
             "CheckpointInfo": "folder", "INCOMPLETE": "folder", "complete_checkpoints": "folder", "damage": "folder",
             "latest": "folder", "read_marker": "folder", "verify": "folder",

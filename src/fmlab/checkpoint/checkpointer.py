@@ -20,7 +20,7 @@ corrupt-step_00000040/                    complete once, damaged since (e.g. a p
 ```
 A save goes to `.incomplete-step_N`, is renamed to `step_N` once every rank has written, and only then gets its
 COMPLETE marker; a job killed mid-save resumes from the previous checkpoint. `resume` loads the newest complete
-checkpoint and stops with a clear error if its files do not check out; `newest_intact` (what `fmlab.train
+checkpoint and stops with a clear error if its files do not check out; `newest_intact` (intact.py, what `fmlab.train
 --resume auto` uses) instead sets such a damaged checkpoint aside and falls back to the newest one that checks out. Older checkpoints beyond `keep_last` are deleted only after a newer one
 is complete. Nothing is ever deleted when a checkpoint fails to load.
 
@@ -53,13 +53,11 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from fmlab.checkpoint.folder import (
-    CORRUPT,
     INCOMPLETE,
     MARKER,
     PREFIX,
     TRAINER_FILE,
     complete_checkpoints,
-    damage,
     latest,
     step_of,
     verify,
@@ -82,42 +80,6 @@ from fmlab.checkpoint.ranks import gather as _gather
 from fmlab.checkpoint.ranks import node_leader as _node_leader
 from fmlab.checkpoint.ranks import rank as _rank
 from fmlab.checkpoint.ranks import world as _world
-
-
-def newest_intact(folder: str | Path) -> tuple[Path | None, list[str]]:
-    """The newest complete checkpoint whose files check out, and a note for each damaged newer one set aside.
-
-    Rank 0 decides (machines' disks may differ) and every machine's leader renames each damaged checkpoint to
-    corrupt-step_N: kept for inspection, never resumed or pruned, and its step can be saved again. A collective:
-    every rank calls it. Raises CheckpointError when checkpoints exist but none checks out."""
-    folder = Path(folder)
-    decision = None
-    if _rank() == 0:
-        chosen, damaged = None, []
-        for info in reversed(complete_checkpoints(folder)):
-            problems = damage(info)
-            if not problems:
-                chosen = info.path
-                break
-            damaged.append((info.path.name, f"checkpoint {info.path} is corrupt: {'; '.join(problems[:4])}"))
-        decision = (str(chosen) if chosen else None, damaged)
-    chosen, damaged = from_rank0(decision)
-    notes = []
-    if _node_leader():
-        for name, _ in damaged:
-            target = folder / f"{CORRUPT}{name}"
-            if target.exists():
-                target = folder / f"{CORRUPT}{name}-{int(time.time())}"
-            if (folder / name).exists():
-                (folder / name).rename(target)
-    _barrier()
-    for name, reason in damaged:
-        notes.append(f"{reason}; set aside as {CORRUPT}{name} (kept, not deleted)")
-    if damaged and chosen is None:
-        raise CheckpointError(f"every checkpoint in {folder} is damaged: " + " | ".join(notes)
-                              + ". Restore one from its S3 copy, or start over with --resume none")
-    return (Path(chosen) if chosen else None), notes
-
 
 # ---------------------------------------------------------------- save and load
 

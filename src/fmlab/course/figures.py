@@ -38,20 +38,20 @@ from fmlab.plan.parallelism import ParallelConfig
 MODEL, INSTANCE, INSTANCES, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
 ATTENTION = "flash"  # FlashAttention / PyTorch SDPA: the attention scores are never stored
 
-# (group, label, ParallelConfig fields): the candidate layouts of gpt30b_memory, in the order drawn
-GPT30B_LAYOUTS: tuple[tuple[str, str, dict], ...] = (
-    ("sharding", "full (128)", {"sharding": "full"}),
-    ("sharding", "hybrid 8", {"sharding": "hybrid", "hybrid_shard_degree": 8}),
-    ("sharding", "hybrid 16", {"sharding": "hybrid", "hybrid_shard_degree": 16}),
-    ("sharding", "hybrid 32", {"sharding": "hybrid", "hybrid_shard_degree": 32}),
-    ("sharding", "hybrid 64", {"sharding": "hybrid", "hybrid_shard_degree": 64}),
-    ("full sharding + tensor parallel", "TP 2", {"sharding": "full", "tp": 2}),
-    ("full sharding + tensor parallel", "TP 4", {"sharding": "full", "tp": 4}),
-    ("full sharding + tensor parallel", "TP 8", {"sharding": "full", "tp": 8}),
-    ("full sharding + recomputation", "selective", {"sharding": "full", "activation_checkpointing": "selective"}),
-    ("full sharding + recomputation", "full", {"sharding": "full", "activation_checkpointing": "full"}),
-    ("full sharding + recomputation", "offload", {"sharding": "full", "activation_checkpointing": "full",
-                                                       "activation_offloading": True}),
+# (group, label, layout): the candidate layouts of gpt30b_memory, in the order drawn
+GPT30B_LAYOUTS: tuple[tuple[str, str, ParallelConfig], ...] = (
+    ("sharding", "full (128)", ParallelConfig(sharding="full")),
+    ("sharding", "hybrid 8", ParallelConfig(sharding="hybrid", hybrid_shard_degree=8)),
+    ("sharding", "hybrid 16", ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)),
+    ("sharding", "hybrid 32", ParallelConfig(sharding="hybrid", hybrid_shard_degree=32)),
+    ("sharding", "hybrid 64", ParallelConfig(sharding="hybrid", hybrid_shard_degree=64)),
+    ("full sharding + tensor parallel", "TP 2", ParallelConfig(sharding="full", tp=2)),
+    ("full sharding + tensor parallel", "TP 4", ParallelConfig(sharding="full", tp=4)),
+    ("full sharding + tensor parallel", "TP 8", ParallelConfig(sharding="full", tp=8)),
+    ("full sharding + recomputation", "selective", ParallelConfig(sharding="full", activation_checkpointing="selective")),
+    ("full sharding + recomputation", "full", ParallelConfig(sharding="full", activation_checkpointing="full")),
+    ("full sharding + recomputation", "offload", ParallelConfig(sharding="full", activation_checkpointing="full",
+                                                                activation_offloading=True)),
 )
 CHOSEN_LAYOUT = "hybrid 64"  # groups of 64 GPUs (2 replicas), no recomputation: fmlab.plan.layout.choose
 HYBRID_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -62,16 +62,15 @@ S3_GB_PER_S_PER_NODE = 1.25  # each node reads from S3 at 10 Gbit/s
 KEEP_CHECKPOINTS = 3  # keep-last-N: what a restart copies back to every instance
 MTBF_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
-# Module 1: the notebook's memory-per-layout figure (notebooks/01_when_to_pretrain.ipynb, the same layouts), as
-# ParallelConfig fields
-LAYOUT_MEMORY: tuple[tuple[str, dict], ...] = (
-    ("DDP", {"sharding": "none"}),
-    ("ZeRO-1", {"sharding": "zero1"}),
-    ("ZeRO-2", {"sharding": "zero2"}),
-    ("FSDP full", {"sharding": "full"}),
-    ("FSDP full\n+ recompute", {"sharding": "full", "activation_checkpointing": "full"}),
-    ("hybrid 8\n+ recompute", {"sharding": "hybrid", "hybrid_shard_degree": 8, "activation_checkpointing": "full"}),
-    ("TP 8 + recompute", {"tp": 8, "activation_checkpointing": "full"}),
+# Module 1: the notebook's memory-per-layout figure (notebooks/01_when_to_pretrain.ipynb, the same layouts)
+LAYOUT_MEMORY: tuple[tuple[str, ParallelConfig], ...] = (
+    ("DDP", ParallelConfig(sharding="none")),
+    ("ZeRO-1", ParallelConfig(sharding="zero1")),
+    ("ZeRO-2", ParallelConfig(sharding="zero2")),
+    ("FSDP full", ParallelConfig(sharding="full")),
+    ("FSDP full\n+ recompute", ParallelConfig(sharding="full", activation_checkpointing="full")),
+    ("hybrid 8\n+ recompute", ParallelConfig(sharding="hybrid", hybrid_shard_degree=8, activation_checkpointing="full")),
+    ("TP 8 + recompute", ParallelConfig(tp=8, activation_checkpointing="full")),
 )
 # Module 2: models whose Chinchilla-optimal data the deck sizes
 DATA_MODELS = ("tiny", "llama2-7b", "gpt-30b", "llama2-70b")
@@ -142,9 +141,9 @@ def _si(x: float, unit: str = "") -> str:
 
 def gpt30b_plans(attention: str = ATTENTION) -> dict[str, TrainingPlan]:
     """The planner's TrainingPlan of every candidate layout of gpt30b_memory, by label (micro-batch 1)."""
-    return {label: make_plan(MODEL, TOKENS, INSTANCE, INSTANCES, parallel=ParallelConfig(**fields), mfu=MFU,
+    return {label: make_plan(MODEL, TOKENS, INSTANCE, INSTANCES, parallel=layout, mfu=MFU,
                              micro_batch=1, attention=attention, suggest=False)
-            for _, label, fields in GPT30B_LAYOUTS}
+            for _, label, layout in GPT30B_LAYOUTS}
 
 
 def gpt30b_memory():

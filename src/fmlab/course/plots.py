@@ -81,15 +81,15 @@ def phase_costs(phases, ax=None):
     return ax.figure
 
 
-def memory_breakdown(model: str, instance: str, count: int, layouts: dict[str, dict], ax=None):
+def memory_breakdown(model: str, instance: str, count: int, layouts: dict[str, ParallelConfig], ax=None):
     """Stacked bars of memory per device (GB) for several layouts of the same run, with the device limit.
-    `layouts`: label -> ParallelConfig fields ({"sharding": "full", "activation_checkpointing": "full"})."""
+    `layouts`: label -> ParallelConfig."""
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4))
-    plans = {label: make_plan(model, 1e9, instance, count, parallel=ParallelConfig(**fields), suggest=False)
-             for label, fields in layouts.items()}
+    plans = {label: make_plan(model, 1e9, instance, count, parallel=layout, suggest=False)
+             for label, layout in layouts.items()}
     parts = list(next(iter(plans.values())).memory_breakdown_gb)
     bottom = [0.0] * len(plans)
     for part in parts:

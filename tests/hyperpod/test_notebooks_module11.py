@@ -27,7 +27,8 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
     assert p5["days"] < p4d["days"] / 3  # H100 989 against A100 312 TFLOP/s, the same 16 nodes
     assert p5["GB per GPU"] > p4d["GB per GPU"]  # smaller shard group: fewer, larger shards
     daly = rec["nb11.daly_hours"]
-    assert daly["tiered: memory, then S3"] < daly["checkpoint to S3"] and daly["checkpointless"] == 0
+    # checkpointless saves durably only for the failures it cannot absorb: rarer, so a longer interval
+    assert daly["tiered: memory, then S3"] < daly["checkpoint to S3"] < daly["checkpointless"]
     at_scale = rec["nb11.recovery"]["2048"]
     assert at_scale["checkpointless"] > at_scale["tiered: memory, then S3"] > at_scale["checkpoint to S3"]
     if slurm.cluster_status().available:

@@ -9,6 +9,7 @@ import pytest
 from fmlab.hyperpod import eks
 from fmlab.plan.layout import candidates, choose
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.service.images import manifest_for
 
 P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 11's layout for 16 x p5
 
@@ -77,6 +78,15 @@ def test_a_folder_on_no_volume_is_refused(job):
     assert any("--checkpoint-dir /fsx/checkpoints/gpt30b is on no volume" in p for p in found), found
     container["volumeMounts"] = []
     assert any("no /dev/shm volume" in p for p in eks.volume_problems(bad))
+
+
+def test_the_sagemaker_flavour_is_refused_on_eks(job):
+    bad = copy.deepcopy(job)
+    bad["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] = (
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13-cu133-amzn2023-sagemaker")
+    assert any("SageMaker flavour" in p for p in eks.problems(bad))
+    good = eks.eks_image("us-east-1")
+    assert good.endswith("/pytorch:2.13-cu130-amzn2023") and manifest_for(good).name == "pytorch-2.13-ec2-gpu"
 
 
 def test_an_unknown_instance_type_says_which_are_known():

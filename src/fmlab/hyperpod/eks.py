@@ -42,6 +42,16 @@ AWS_P5_EXAMPLE = ("aws/sagemaker-hyperpod-checkpointless-training, examples/llam
                   "@24520b41: hostNetwork true; limits hugepages-2Mi 5120Mi, vpc.amazonaws.com/efa 32; volumes "
                   "persistentVolumeClaim fsx-claim and emptyDir medium Memory at /dev/shm; read 2026-11-26")
 HUGEPAGES = {"ml.p5.48xlarge": "5120Mi"}
+# The training image for a pod: the PyTorch DLC's EC2 flavour (no SageMaker training toolkit), in the DLC registry.
+EKS_IMAGE_TAG = "pytorch:2.13-cu130-amzn2023"  # fmlab.service.images, manifest "pytorch-2.13-ec2-gpu"
+DLC_ACCOUNT = "763104351884"  # the DLC registry the course's SageMaker images come from (fmlab.jobs.images)
+
+
+def eks_image(region: str = "us-east-1") -> str:
+    """The course's PyTorch 2.13 image as EKS pulls it: the EC2 flavour of the DLC."""
+    return f"{DLC_ACCOUNT}.dkr.ecr.{region}.amazonaws.com/{EKS_IMAGE_TAG}"
+
+
 # The script's flags that name a folder: each must lie on a volume the pod mounts, or it dies with the pod.
 PATH_FLAGS = ("--checkpoint-dir", "--data", "--output-dir", "--model-dir", "--trace-dir")
 
@@ -177,6 +187,18 @@ def _script_args(command: list) -> list[str] | None:
     return None
 
 
+def image_problems(job: dict) -> list[str]:
+    """A SageMaker-flavoured image on EKS: it is built around SageMaker's training toolkit and entry; a pod runs the
+    EC2 flavour of the same DLC (eks_image)."""
+    out = []
+    for replica, _pod, container in _containers(job):
+        image = str(container.get("image", ""))
+        if image.endswith("-sagemaker") or "-sagemaker" in image.rsplit(":", 1)[-1]:
+            out.append(f"replica {replica.get('name')!r}: {image} is the SageMaker flavour of the DLC; on EKS use the "
+                       f"EC2 flavour, e.g. {eks_image()}")
+    return out
+
+
 def volume_problems(job: dict) -> list[str]:
     """Folders the script is told to use that no volume holds (they die with the pod, and a replacement pod never
     sees the checkpoints), and a /dev/shm left at the container runtime's 64 MiB."""
@@ -233,9 +255,10 @@ def layout_problems(job: dict) -> list[str]:
 
 
 def problems(job: dict) -> list[str]:
-    """Every problem of the manifest: the operator's schema, the course's rules, the volumes its paths need, and
-    its layout re-planned for its own instance type."""
-    return schema_problems(job) + rule_problems(job) + volume_problems(job) + layout_problems(job)
+    """Every problem of the manifest: the operator's schema, the course's rules, its image, the volumes its paths
+    need, and its layout re-planned for its own instance type."""
+    return (schema_problems(job) + rule_problems(job) + image_problems(job) + volume_problems(job)
+            + layout_problems(job))
 
 
 def to_yaml(job: dict) -> str:

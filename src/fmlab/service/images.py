@@ -68,6 +68,13 @@ MANIFESTS: tuple[ImageManifest, ...] = (
                "Dockerfile @ e0ecedea ('EFA installer 1.49.0 vends libfabric 2.4.0amzn5.0 and aws-ofi-nccl 1.20.0', "
                "read 2026-11-26); sagemaker-core 2.27.0 image_uri_config/pytorch-amzn2023.json (repository 'pytorch')"),
     ImageManifest(
+        "pytorch-2.13-ec2-gpu", "pytorch", "2.13-cu130-amzn2023", "gpu", "2.13.0", "3.12", cuda="13.0.2",
+        nccl="2.30.7", efa="1.49.0", aws_ofi_nccl="1.20.0",
+        source=f"{DLC} .github/config/image/pytorch/2.13-ec2-cuda.yml @ 1d2ad709 (customer_type ec2, prod_image "
+               "pytorch:2.13-cu130-amzn2023, public and private registries; torch 2.13.0, CUDA 13.0.2, NCCL 2.30.7-1, "
+               "EFA 1.49.0, Transformer Engine 2.17.0, read 2026-11-26): the EC2 flavour, for EKS and HyperPod EKS "
+               "(no SageMaker training toolkit); aws-ofi-nccl as the EFA installer 1.49.0 vends it"),
+    ImageManifest(
         "pytorch-2.13-cpu", "pytorch", "2.13-cpu-amzn2023-sagemaker", "cpu", "2.13.0", "3.12",
         end_of_patch="2027-07-20",
         source=f"{DLC} docs/pytorch/changelog/index.md (tags of PyTorch 2.13, 2026-07-20); sagemaker-core 2.27.0 "

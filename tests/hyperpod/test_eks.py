@@ -17,7 +17,9 @@ P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 
 @pytest.fixture
 def job():
     return eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *P5_LAYOUT.flags(),
-                        "--checkpoint-dir", "/fsx/checkpoints/gpt30b"], elastic=(8, 16), service_account="fmlab")
+                        "--checkpoint-dir", "/fsx/checkpoints/gpt30b", "--micro-batch", "1", "--global-batch", "128"],
+                        elastic=(8, 16),
+                        service_account="fmlab")
 
 
 def test_the_manifest_passes_and_runs_the_course_script_with_hyperpodrun(job):
@@ -78,6 +80,22 @@ def test_a_folder_on_no_volume_is_refused(job):
     assert any("--checkpoint-dir /fsx/checkpoints/gpt30b is on no volume" in p for p in found), found
     container["volumeMounts"] = []
     assert any("no /dev/shm volume" in p for p in eks.volume_problems(bad))
+
+
+def test_an_elastic_job_keeps_its_global_batch(job):
+    """8 of 16 replicas at the same micro-batch would halve the batch: the script takes --global-batch and
+    accumulates twice as many passes on 8 nodes (fmlab.train.config.accumulation_for)."""
+    from fmlab.train.config import TrainConfig, accumulation_for
+
+    assert accumulation_for(TrainConfig(micro_batch=1, global_batch=128), 128) == 1
+    assert accumulation_for(TrainConfig(micro_batch=1, global_batch=128), 64) == 2
+    bad = copy.deepcopy(job)
+    command = bad["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    at = command.index("--global-batch")
+    del command[at:at + 2]
+    assert any("without --global-batch changes its batch" in p for p in eks.layout_problems(bad))
+    command += ["--global-batch", "96"]  # 96 sequences do not split over 128 replicas at 16 nodes
+    assert any("on 16 nodes: --global-batch 96 does not split" in p for p in eks.layout_problems(bad))
 
 
 def test_the_sagemaker_flavour_is_refused_on_eks(job):

@@ -51,3 +51,10 @@ def test_a_run_on_an_ending_plan_saves_stops_and_the_next_job_resumes(tmp_path, 
     monkeypatch.setenv(EXPIRATION_VARIABLE, "0")  # the next job, on demand or on the next plan
     second = train(TrainConfig(**TINY, max_steps=6, checkpoint_dir=str(tmp_path)))
     assert second.start_step == 1 and second.steps == 6 and not second.interrupted
+
+
+def test_a_fixed_global_batch_sets_the_accumulation(capsys):
+    """--global-batch 8 at micro-batch 2 on one process: 4 passes per step, 8 x 32 tokens per step."""
+    result = train(TrainConfig(**TINY, max_steps=2, global_batch=8))
+    assert "global batch 8 sequences = 1 replicas x micro-batch 2 x 4 accumulated passes" in capsys.readouterr().out
+    assert result.records[-1]["tokens"] == 8 * 32

@@ -223,7 +223,7 @@ def layout_problems(job: dict) -> list[str]:
     node count and, for an elastic job, at its fewest nodes, where every shard is larger."""
     from fmlab.plan.compute import PlanError
     from fmlab.plan.layout import make_plan
-    from fmlab.train.config import TrainConfigError, parse_config
+    from fmlab.train.config import TrainConfigError, accumulation_for, parse_config
 
     out = []
     elastic = (job.get("spec") or {}).get("elasticPolicy") or {}
@@ -237,6 +237,8 @@ def layout_problems(job: dict) -> list[str]:
         except TrainConfigError as e:
             out.append(f"replica {replica.get('name')!r}: the script's flags do not parse: {e}")
             continue
+        out += _batch_problems(replica, config, elastic, GPUS.get(instance_type, 1), accumulation_for,
+                               TrainConfigError)
         counts = {replica.get("replicas"), elastic.get("minReplicas")}  # a count of the wrong type: the schema's
         for nodes in sorted(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 1):
             try:
@@ -251,6 +253,27 @@ def layout_problems(job: dict) -> list[str]:
                            f"{plan.memory_gb_per_device:.1f} GB per GPU on {nodes} x {instance_type}, which has "
                            f"{plan.usable_memory_gb:.0f} usable: choose the layout for this instance type "
                            f"(fmlab.plan.layout.choose(candidates(...)))")
+    return out
+
+
+def _batch_problems(replica: dict, config, elastic: dict, gpus: int, accumulation_for, error) -> list[str]:
+    """An elastic job must fix its global batch (--global-batch): at a fixed micro-batch, 8 of 16 replicas would
+    halve it, and the optimizer and the LR schedule, counted in steps, would see half the tokens per step."""
+    if not elastic:
+        return []
+    name = replica.get("name")
+    if not config.global_batch:
+        return [f"replica {name!r}: an elastic job without --global-batch changes its batch with its node count: "
+                f"set --global-batch (sequences per step), and the script accumulates what fewer replicas lack"]
+    low, high, step = (elastic.get(k) for k in ("minReplicas", "maxReplicas", "replicaIncrementStep"))
+    if not all(isinstance(v, int) and v >= 1 for v in (low, high, step)):
+        return []  # the schema and rule_problems report these
+    out = []
+    for nodes in range(low, high + 1, step):
+        try:
+            accumulation_for(config, config.parallel.dp(nodes * gpus))
+        except error as e:
+            out.append(f"replica {name!r} on {nodes} nodes: {e}")
     return out
 
 

@@ -49,6 +49,7 @@ class TrainConfig:
     seq_len: int = 128  # sequence length when the course corpus is built here
     micro_batch: int = 8  # sequences per process per forward pass
     grad_accum: int = 1  # forward/backward passes per optimizer step
+    global_batch: int = 0  # sequences per optimizer step over every replica, kept whatever the world (elastic jobs): grad_accum follows; 0: micro_batch x grad_accum x replicas
     max_steps: int = 20  # optimizer steps of the whole run (a resumed run continues to this)
     lr: float = 3e-3  # peak learning rate
     warmup_steps: int = 5  # linear warm-up, then cosine decay to min_lr_ratio * lr
@@ -117,6 +118,9 @@ class TrainConfig:
         `world`, the layout is checked on that many processes for this model too."""
         if min(self.micro_batch, self.grad_accum, self.max_steps, self.log_every) < 1:
             raise TrainConfigError("--micro-batch, --grad-accum, --max-steps and --log-every must each be at least 1")
+        if self.global_batch < 0:
+            raise TrainConfigError("--global-batch must be 0 (micro-batch x accumulation x replicas) or the sequences "
+                                   "per optimizer step")
         if self.eval_sequences < 0 or self.eval_every < 0:
             raise TrainConfigError("--eval-sequences and --eval-every must be 0 (off / at the end only) or more")
         if self.loss not in LOSS_CHOICES:
@@ -278,6 +282,20 @@ def check_collective_timeout(seconds: float, flag: str = "--collective-timeout")
             f"the default {default:g} s suits most runs; a failure drill may use 3 to 30; never less than the "
             f"longest time one rank works alone (a checkpoint save, the final export)")
     return seconds
+
+
+def accumulation_for(cfg: TrainConfig, replicas: int) -> int:
+    """The passes per optimizer step on `replicas` data-parallel ranks: cfg.grad_accum, or with --global-batch what
+    keeps that many sequences per step (an elastic job on half its nodes accumulates twice as many passes, so the
+    optimizer and the schedule, counted in steps, see the same tokens per step)."""
+    if not cfg.global_batch:
+        return cfg.grad_accum
+    per_pass = replicas * cfg.micro_batch
+    if cfg.global_batch % per_pass:
+        raise TrainConfigError(f"--global-batch {cfg.global_batch} does not split into {replicas} data-parallel "
+                               f"replicas x micro-batch {cfg.micro_batch}: use a multiple of {per_pass} (and of the "
+                               "replicas x micro-batch at every world an elastic job may run on)")
+    return cfg.global_batch // per_pass
 
 
 def compile_wanted(cfg: TrainConfig, device_type: str) -> bool:

@@ -55,6 +55,7 @@ from fmlab.train.capacity_end import CapacityEnd, reserve_seconds
 from fmlab.train.config import (
     TrainConfig,
     TrainConfigError,
+    accumulation_for,
     adopt_mpi_environment,
     compile_wanted,
     parse_config,
@@ -129,6 +130,11 @@ def _setup(cfg: TrainConfig, trace: CollectiveTrace) -> Run:
     trace.enable(resolve_backend(cfg.parallel))
     dist = init_distributed(cfg.parallel, timeout=trace.timeout_s)
     cfg.check(dist.world_size)
+    if cfg.global_batch:  # the batch is fixed in sequences: the accumulation follows the world
+        cfg = dataclasses.replace(cfg, grad_accum=accumulation_for(cfg, dist.dp_size))
+        if dist.rank == 0:
+            print(f"note: global batch {cfg.global_batch} sequences = {dist.dp_size} replicas x micro-batch "
+                  f"{cfg.micro_batch} x {cfg.grad_accum} accumulated passes", flush=True)
     faults = Faults.from_config(cfg, dist.rank, dist.world_size)
     if dist.rank == 0 and cfg.ignored:
         print(f"note: ignoring arguments fmlab.train does not use: {' '.join(cfg.ignored)}", flush=True)

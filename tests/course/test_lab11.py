@@ -54,6 +54,18 @@ def test_the_shape_check_names_what_is_missing(spec, drop, words):
     assert any(words in p for p in lab11.shape_problems(script, spec))
 
 
+def test_a_static_rendezvous_is_refused(spec):
+    """torchrun's default rendezvous (static, localhost) runs on one node and hangs on two: the lab refuses it."""
+    script = slurm.batch_script(spec, 29500)
+    assert lab11.shape_problems(script, spec, 29500) == []
+    static = script.replace("--rdzv-backend c10d", "").replace("--rdzv-endpoint $HEAD_NODE:29500", "")
+    found = lab11.shape_problems(static, spec, 29500)
+    assert any("--rdzv-backend c10d" in p for p in found) and any("--rdzv-endpoint" in p for p in found)
+    local = script.replace("$HEAD_NODE:29500", "localhost:29500")
+    assert any("must be the allocation's first node" in p for p in lab11.shape_problems(local, spec, 29500))
+    assert any("use the port given" in p for p in lab11.shape_problems(script, spec, 29600))
+
+
 def test_a_script_with_two_srun_lines_or_none_is_refused(spec):
     script = slurm.batch_script(spec, 29500)
     srun = next(line for line in script.splitlines() if line.startswith("srun"))

@@ -82,8 +82,10 @@ def check_capacity(choose_capacity: Callable) -> bool:
                      "on_demand_usd); None when nothing is feasible")
 
 
-def shape_problems(script: str, spec: slurm.SlurmTrainSpec) -> list[str]:
-    """What the script lacks for a requeue-and-resume job on Slurm (empty when nothing)."""
+def shape_problems(script: str, spec: slurm.SlurmTrainSpec, port: int | None = None) -> list[str]:
+    """What the script lacks for a requeue-and-resume job on Slurm (empty when nothing). The rendezvous must be
+    c10d on the allocation's first node: torchrun's default (static, on localhost) works on one node and leaves
+    every other node waiting for a peer that never comes."""
     options = dict(re.findall(r"^#SBATCH\s+--([\w-]+)(?:=(\S+))?", script, re.M))
     out = []
     if not script.startswith("#!"):
@@ -104,9 +106,40 @@ def shape_problems(script: str, spec: slurm.SlurmTrainSpec) -> list[str]:
                        ("--checkpoint-dir", str(spec.checkpoint_dir))):
         if flag not in words or words.index(flag) + 1 >= len(words) or words[words.index(flag) + 1] != want:
             out.append(f"the srun line needs {flag} {want.replace('DOLLAR_', '$')}")
+    out += _rendezvous_problems(words, port)
     missing = [a for a in spec.train_args if a not in words]
     if missing:
         out.append(f"the srun line lacks training flags {missing[:4]}")
+    return out
+
+
+def _rendezvous_problems(words: list[str], port: int | None) -> list[str]:
+    """--nnodes from Slurm, a c10d rendezvous, and its endpoint on a host the script reads from Slurm (not localhost)
+    at `port`."""
+    def value(flag: str) -> str | None:
+        for i, w in enumerate(words):
+            if w == flag and i + 1 < len(words):
+                return words[i + 1]
+            if w.startswith(flag + "="):
+                return w.split("=", 1)[1]
+        return None
+
+    out = []
+    if value("--nnodes") is None:
+        out.append("the srun line needs --nnodes $SLURM_JOB_NUM_NODES (every node's torchrun waits for them all)")
+    if value("--rdzv-backend") != "c10d":
+        out.append("the srun line needs --rdzv-backend c10d: torchrun's default static rendezvous works on one node "
+                   "and leaves the others waiting")
+    endpoint = value("--rdzv-endpoint")
+    if endpoint is None:
+        out.append("the srun line needs --rdzv-endpoint on the allocation's first node, e.g. $HEAD_NODE:PORT")
+    else:
+        host, _, at = endpoint.rpartition(":")
+        if host in ("", "localhost", "127.0.0.1") or not host.startswith("DOLLAR_"):
+            out.append(f"--rdzv-endpoint {endpoint.replace('DOLLAR_', '$')}: the host must be the allocation's first "
+                       "node, read from Slurm ($HEAD_NODE from scontrol show hostnames), not a fixed name")
+        if port is not None and at != str(port):
+            out.append(f"--rdzv-endpoint {endpoint.replace('DOLLAR_', '$')}: use the port given, {port}")
     return out
 
 
@@ -122,8 +155,9 @@ def check_sbatch(batch_script: Callable, work: str | Path) -> bool:
             "--model", "tiny", "--data", str(data), "--max-steps", str(STEPS), "--checkpoint-every",
             str(CHECKPOINT_EVERY), "--micro-batch", "4", "--log-every", "2", "--tensorboard", "false",
             "--fault", "kill", "--fault-step", str(FAULT_STEP), "--fault-rank", "1"])
-        script = fn(spec, free_port())
-        problems = shape_problems(script, spec)
+        port = free_port()
+        script = fn(spec, port)
+        problems = shape_problems(script, spec, port)
         for line in problems:
             print("  " + line)
         if problems:

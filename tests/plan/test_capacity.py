@@ -67,3 +67,16 @@ def test_nothing_feasible_says_what_to_change():
         capacity.choose(rows)
     with pytest.raises(PlanError, match="deadline_days"):
         capacity.options("gpt-30b", 300e9, deadline_days=0, quotas={})
+
+
+def test_prices_are_compared_on_one_basis():
+    """Capacity Blocks against EC2 on demand (PRICE_BASIS); against SageMaker's training price it is refused."""
+    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
+    p5 = next(r for r in rows if (r.region, r.instance) == P5)
+    assert p5.on_demand_usd == pytest.approx(55.04 * 16 * 24 * p5.days)  # EC2's on-demand price, the run's hours
+    reserved = capacity.Cost(p5.reserved_usd, "EC2 Capacity Blocks")
+    assert capacity.saving(reserved, capacity.Cost(p5.on_demand_usd, "EC2 on-demand")) == pytest.approx(
+        p5.on_demand_usd - p5.reserved_usd)  # about $31k for the 30B run: 16 reserved days against 12.9 on demand
+    with pytest.raises(PlanError, match="not of one kind"):
+        capacity.saving(reserved, capacity.Cost(560_366.0, "SageMaker training on-demand"))
+    assert all(r.basis == capacity.PRICE_BASIS for r in rows)

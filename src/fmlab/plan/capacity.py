@@ -30,7 +30,9 @@ Facts (each with its source and the day it was read):
   from SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP (PLAN_USE_SOURCE).
 - Capacity Blocks' durations: "1-day increments up to 14 days, and in 7-day increments up to 182 days", every
   block ending at 11:30 UTC (the EC2 user guide, "Find and purchase Capacity Blocks"; CAPACITY_BLOCK_STEPS_SOURCE).
-The on-demand price is the catalog's (fmlab.plan.catalog: us-east-1; other Regions are assumed equal).
+Prices are compared on ONE basis, EC2's (PRICE_BASIS): the Capacity Blocks rate against EC2's on-demand price of
+the same instance (EC2_ON_DEMAND, us-east-1; other Regions are assumed equal), never against SageMaker's training
+price, which the catalog keeps for the training-job cost of modules 1-10 and which `saving` refuses to mix in.
 
 A reservation must hold the job, not only the run: `reservation(run_days)` sizes it from the job's MaxRuntime (the
 run plus JOB_MARGIN, module 7's chain margin), the start-up before the first step, and the 30 minutes at the end
@@ -74,6 +76,13 @@ CAPACITY_BLOCK_DAILY_UP_TO = 14  # Capacity Blocks: 1-day steps up to 14 days, t
 JOB_MARGIN = 1.2  # module 7: a job's MaxRuntime is the planned run time plus 20% (fmlab.jobs.sharded.job_chain)
 START_UP_HOURS = 1.0  # the course's allowance: instances, image pull, data and checkpoint download, first step
 PLAN_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+PRICE_BASIS = ("EC2 prices: on-demand as instances.vantage.sh's data of 2026-08-26 gives them, Capacity Blocks as "
+               "the pricing page showed them before its 2025-01-01 update (the dates differ: both change)")
+# EC2 on-demand Linux, USD per instance-hour, us-east-1: the basis the Capacity Blocks rates are compared on.
+EC2_ON_DEMAND: dict[str, float] = {"ml.p5.48xlarge": 55.04, "ml.p5en.48xlarge": 63.296, "ml.p6-b200.48xlarge": 113.9328}
+EC2_ON_DEMAND_SOURCE = ("EC2 on-demand Linux price, us-east-1, instances.vantage.sh's data as republished in "
+                        "github.com/tsaol/aws-gpu (generated 2026-08-26, read 2026-11-23; p5.48xlarge $98.32 -> $55.04 "
+                        "in 2025); no p4d price was read on this basis")
 # USD per instance-hour, by (instance, Region), where the stored pricing page gives one
 RESERVED_RATE: dict[tuple[str, str], float] = {
     ("ml.p5.48xlarge", "us-east-1"): 39.33, ("ml.p5.48xlarge", "us-east-2"): 39.33,
@@ -151,10 +160,11 @@ class CapacityOption:
     days: float  # the run's days at the planner's MFU
     fits: bool  # the model fits in device memory with full sharding
     quota: int  # instances the account may run there (0: none, ask for an increase)
-    on_demand_usd: float
-    reserved_usd: float  # NaN where no reserved rate is published
+    on_demand_usd: float  # EC2 on-demand for the run's hours (PRICE_BASIS); NaN where no price was read
+    reserved_usd: float  # EC2 Capacity Blocks for the days that hold the job; NaN where no rate is published
     reserved_days: int
     why_not: str  # "" when feasible
+    basis: str = PRICE_BASIS  # both prices are of this one kind
 
     @property
     def feasible(self) -> bool:
@@ -184,6 +194,7 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
             days = reservation(plan.days).days if plan.days * JOB_MARGIN < PLAN_DAYS[1] else PLAN_DAYS[1]
             rate = RESERVED_RATE.get((name, region), math.nan)
             reserved = rate * plan_count(count) * 24 * days
+            on_demand = EC2_ON_DEMAND.get(name, math.nan) * count * 24 * plan.days
             why = []
             if not plan.fits:
                 why.append(f"does not fit ({plan.memory_gb_per_device:.0f} GB per device)")
@@ -193,9 +204,32 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
                 why.append(f"{plan.days:.1f} days > deadline {deadline_days:g}")
             if count >= reserve_from_instances and math.isnan(rate):
                 why.append("needs a reservation; no published rate to plan with")
-            rows.append(CapacityOption(name, region, count, plan.days, plan.fits, quota, plan.cost_usd,
+            if count < reserve_from_instances and math.isnan(on_demand):
+                why.append("on demand; no EC2 on-demand price to plan with")
+            rows.append(CapacityOption(name, region, count, plan.days, plan.fits, quota, on_demand,
                                        reserved, days, "; ".join(why)))
     return rows
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A cost and the kind of price it was computed from (service and purchase option, with its date)."""
+
+    usd: float
+    kind: str  # e.g. "EC2 Capacity Blocks", "EC2 on-demand", "SageMaker training on-demand"
+
+    @property
+    def service(self) -> str:
+        return self.kind.split()[0]
+
+
+def saving(reserved: Cost, on_demand: Cost) -> float:
+    """What reserving saves over on demand, in USD: only between prices of one service (a Capacity Blocks rate
+    against SageMaker's training price compares two different products). PlanError names the two kinds."""
+    if reserved.service != on_demand.service:
+        raise PlanError(f"a {reserved.kind} price and a {on_demand.kind} price are not of one kind: compare "
+                        f"{reserved.kind.split()[0]} with {reserved.kind.split()[0]} (PRICE_BASIS)")
+    return on_demand.usd - reserved.usd
 
 
 def choose(rows: list[CapacityOption], reserve_from_instances: int = 16) -> CapacityOption:

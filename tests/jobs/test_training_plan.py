@@ -59,3 +59,14 @@ def test_the_job_on_the_plan_is_todays_stack_and_passes_preflight(no_aws_credent
     assert not reservation(12.9, margin=1.0).covers(request["StoppingCondition"]["MaxRuntimeInSeconds"])
     report = preflight(request, quotas=False)
     assert report.ok and "training-plan" in {f.check for f in report.findings if f.level == "warn"}
+
+
+def test_every_target_the_api_model_lists_is_a_valid_search():
+    """A plan serves one kind of resource: training jobs, a HyperPod cluster, endpoints or Studio apps."""
+    import botocore.session
+
+    enum = botocore.session.get_session().get_service_model("sagemaker").shape_for("SageMakerResourceName").enum
+    assert set(capacity.TARGETS) == set(enum)
+    for target in capacity.TARGETS:
+        assert capacity.check(capacity.search_request("ml.p5.48xlarge", 16, 16, target=target),
+                              "SearchTrainingPlanOfferings") == []

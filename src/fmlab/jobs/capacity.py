@@ -27,7 +27,9 @@ from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.api_model import Problem, api_problems
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
-TARGETS = ("training-job", "hyperpod-cluster")  # a plan serves one kind of resource only (PLAN_LIMITS_SOURCE)
+# What a plan can serve, one kind per plan (PLAN_LIMITS_SOURCE): the SageMakerResourceName enum of botocore's model,
+# which lists endpoint and studio-apps beside training-job and hyperpod-cluster (botocore 1.44.5, read 2026-11-26).
+TARGETS = ("training-job", "hyperpod-cluster", "endpoint", "studio-apps")
 
 
 def search_request(instance_type: str, count: int, days: int, target: str = "training-job",

@@ -29,6 +29,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fmlab.plan.compute import PlanError
+from fmlab.plan.layout import make_plan
+from fmlab.train.config import TrainConfigError, accumulation_for, parse_config
+
 SCHEMA_PATH = Path(__file__).with_name("hyperpodpytorchjob.schema.json")
 GPUS = {"ml.p5.48xlarge": 8, "ml.p5en.48xlarge": 8, "ml.p5e.48xlarge": 8, "ml.p4d.24xlarge": 8,
         "ml.p6-b200.48xlarge": 8}
@@ -221,10 +225,6 @@ def layout_problems(job: dict) -> list[str]:
     """Re-plan the script's layout flags for the job's own instance type (fmlab.plan.layout.make_plan, at
     micro-batch 1 and the model's context: a layout that misses there misses with any batch), at the starting
     node count and, for an elastic job, at its fewest nodes, where every shard is larger."""
-    from fmlab.plan.compute import PlanError
-    from fmlab.plan.layout import make_plan
-    from fmlab.train.config import TrainConfigError, accumulation_for, parse_config
-
     out = []
     elastic = (job.get("spec") or {}).get("elasticPolicy") or {}
     for replica, spec, container in _containers(job):
@@ -237,8 +237,7 @@ def layout_problems(job: dict) -> list[str]:
         except TrainConfigError as e:
             out.append(f"replica {replica.get('name')!r}: the script's flags do not parse: {e}")
             continue
-        out += _batch_problems(replica, config, elastic, GPUS.get(instance_type, 1), accumulation_for,
-                               TrainConfigError)
+        out += _batch_problems(replica, config, elastic, GPUS.get(instance_type, 1))
         counts = {replica.get("replicas"), elastic.get("minReplicas")}  # a count of the wrong type: the schema's
         for nodes in sorted(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 1):
             try:
@@ -256,7 +255,7 @@ def layout_problems(job: dict) -> list[str]:
     return out
 
 
-def _batch_problems(replica: dict, config, elastic: dict, gpus: int, accumulation_for, error) -> list[str]:
+def _batch_problems(replica: dict, config, elastic: dict, gpus: int) -> list[str]:
     """An elastic job must fix its global batch (--global-batch): at a fixed micro-batch, 8 of 16 replicas would
     halve it, and the optimizer and the LR schedule, counted in steps, would see half the tokens per step."""
     if not elastic:
@@ -272,7 +271,7 @@ def _batch_problems(replica: dict, config, elastic: dict, gpus: int, accumulatio
     for nodes in range(low, high + 1, step):
         try:
             accumulation_for(config, config.parallel.dp(nodes * gpus))
-        except error as e:
+        except TrainConfigError as e:
             out.append(f"replica {name!r} on {nodes} nodes: {e}")
     return out
 

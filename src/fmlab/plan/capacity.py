@@ -121,6 +121,7 @@ class Reservation:
     needed_days: float  # job_days + start-up + the 30 minutes before the end
     days: int  # what is bought
     margin: float
+    start_up_hours: float = START_UP_HOURS
 
     @property
     def spare_hours(self) -> float:
@@ -129,7 +130,7 @@ class Reservation:
 
     def covers(self, max_run_seconds: float) -> bool:
         """Whether a job with this MaxRuntimeInSeconds ends before the plan starts ending its instances."""
-        return self.days * 86400 >= max_run_seconds + (START_UP_HOURS * 60 + PLAN_END_MINUTES) * 60
+        return self.days * 86400 >= max_run_seconds + (self.start_up_hours * 60 + PLAN_END_MINUTES) * 60
 
 
 def reservation(run_days: float, margin: float = JOB_MARGIN, kind: str = "training plan",
@@ -141,7 +142,7 @@ def reservation(run_days: float, margin: float = JOB_MARGIN, kind: str = "traini
         raise PlanError(f"margin must be at least 1 (the run plus headroom for restarts), not {margin!r}")
     job = run_days * margin
     needed = job + (start_up_hours * 60 + PLAN_END_MINUTES) / (24 * 60)
-    return Reservation(kind, run_days, job, needed, buyable_days(needed, kind), margin)
+    return Reservation(kind, run_days, job, needed, buyable_days(needed, kind), margin, start_up_hours)
 
 
 def plan_count(instances: int) -> int:
@@ -228,7 +229,7 @@ def saving(reserved: Cost, on_demand: Cost) -> float:
     against SageMaker's training price compares two different products). PlanError names the two kinds."""
     if reserved.service != on_demand.service:
         raise PlanError(f"a {reserved.kind} price and a {on_demand.kind} price are not of one kind: compare "
-                        f"{reserved.kind.split()[0]} with {reserved.kind.split()[0]} (PRICE_BASIS)")
+                        f"{reserved.service} with {reserved.service} (PRICE_BASIS)")
     return on_demand.usd - reserved.usd
 
 

@@ -1,36 +1,67 @@
-"""Lab 11's checks catch what they should: a capacity choice that ignores a rule, an sbatch script that lacks what a
-requeue needs (milliseconds; the real Slurm run of the solved lab is in test_labs.py)."""
+"""Lab 11's checks catch what they should: a reservation that forgets a rule, an sbatch script that lacks what a
+requeue needs (milliseconds), and, on the local two-node Slurm, a static rendezvous that fails for real (the solved
+lab's real Slurm run is in test_labs.py)."""
 
-import dataclasses
 import math
 
 import pytest
 
 from fmlab.hyperpod import slurm
 from fmlab.labs import lab11
+from fmlab.plan import capacity
 
 
-def good(rows, deadline_days, reserve_from_instances=16):
-    ok = [r for r in rows if r.quota >= r.instances and r.days <= deadline_days and r.fits
-          and (r.instances < reserve_from_instances or not math.isnan(r.reserved_usd))]
-    price = {id(r): r.reserved_usd if r.instances >= reserve_from_instances else r.on_demand_usd for r in ok}
-    return min(ok, key=lambda r: price[id(r)]) if ok else None
+def good(run_days, kind="training plan", margin=1.2, start_up_hours=1.0):
+    if margin < 1:
+        raise ValueError("margin under 1")
+    days = max(1, math.ceil(run_days * margin + (start_up_hours * 60 + capacity.PLAN_END_MINUTES) / 1440))
+    if kind == "capacity block" and days > 14:
+        days = 7 * math.ceil(days / 7)
+    if days > 182:
+        raise ValueError("more than 182 days")
+    return days
 
 
-def ignores_quota(rows, deadline_days, reserve_from_instances=16):
-    return good([dataclasses.replace(r, quota=r.instances) for r in rows], deadline_days, reserve_from_instances)
+def no_margin(run_days, kind="training plan", margin=1.2, start_up_hours=1.0):
+    return good(run_days, kind, 1.0, start_up_hours)
 
 
-def always_on_demand(rows, deadline_days, reserve_from_instances=16):
-    return good(rows, deadline_days, reserve_from_instances=10**6)
+def forgets_the_plans_end(run_days, kind="training plan", margin=1.2, start_up_hours=1.0):
+    return good(run_days - capacity.PLAN_END_MINUTES / 1440 / margin, kind, margin, start_up_hours)
 
 
-def test_the_capacity_check_passes_the_rule_and_fails_each_shortcut(capsys):
-    assert lab11.check_capacity(good) is True
-    assert lab11.check_capacity(ignores_quota) is False
-    assert "the rule gives" in capsys.readouterr().out
-    assert lab11.check_capacity(always_on_demand) is False  # 8 p5en without a published rate is chosen
-    assert lab11.check_capacity(None) is False
+def days_for_every_kind(run_days, kind="training plan", margin=1.2, start_up_hours=1.0):
+    return good(run_days, "training plan", margin, start_up_hours)
+
+
+def never_refuses(run_days, kind="training plan", margin=1.2, start_up_hours=1.0):
+    try:
+        return good(run_days, kind, margin, start_up_hours)
+    except ValueError:
+        return 182
+
+
+def calls_the_course(run_days, kind="training plan", margin=1.2, start_up_hours=1.0):
+    return capacity.reservation(run_days, margin, kind, start_up_hours).days
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (no_margin, "the rule buys 16"), (forgets_the_plans_end, "the rule buys"),
+    (days_for_every_kind, "the rule buys 21"), (never_refuses, "must raise ValueError"),
+    (calls_the_course, "write the sizing yourself")])
+def test_the_reservation_check_passes_the_rule_and_fails_each_shortcut(capsys, wrong, words):
+    assert lab11.check_reservation(good) is True
+    capsys.readouterr()
+    assert lab11.check_reservation(wrong) is False
+    assert words in capsys.readouterr().out
+    assert lab11.check_reservation(None) is False
+
+
+def test_the_30b_case_reads_the_planner_and_needs_16_days():
+    """Module 7's 30B run on 16 p5: 12.9 days at the planner's MFU, a 15.5-day job, 16 days of training plan."""
+    run = lab11.run_days_30b_p5()
+    assert 12 < run < 14
+    assert good(run) == capacity.reservation(run).days == 16
 
 
 @pytest.fixture
@@ -71,3 +102,17 @@ def test_a_script_with_two_srun_lines_or_none_is_refused(spec):
     srun = next(line for line in script.splitlines() if line.startswith("srun"))
     assert "one `srun` line" in lab11.shape_problems(script + srun + "\n", spec)[-1]
     assert "found 0" in lab11.shape_problems(script.replace(srun, ""), spec)[-1]
+
+
+@pytest.mark.distributed
+def test_a_static_rendezvous_fails_for_real_on_two_nodes(tmp_path):
+    """The shape check's refusal is not only a rule: on the local two-node Slurm, torchrun's default rendezvous
+    (every node's torchrun is node 0 of a static world) fails, and the check says what failed."""
+    if not slurm.ensure_cluster().available:
+        pytest.skip("no local Slurm")
+    solved = slurm.batch_script
+
+    def static(spec, port):
+        return solved(spec, port).replace("--rdzv-backend c10d ", "").replace(f"--rdzv-endpoint $HEAD_NODE:{port} ", "")
+
+    assert lab11.check_sbatch(static, tmp_path) is False

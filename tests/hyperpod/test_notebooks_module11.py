@@ -37,6 +37,8 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
         assert run["state"] == "COMPLETED" and run["restarts"] == 1 and run["faults"] == 1
         assert "FAILED" in run["states"][:-1] and run["states"].count("RUNNING") == 2  # polled: PENDING may be missed
         assert run["resumed_at"] == [4]  # the checkpoint of step 4, the last one before the fault at step 7
+        assert run["nodes"] == "node-[1-2]" and len(run["replaced"]) == 1  # two nodes; the faulty one replaced
+        assert rec["nb11.static_rendezvous"] == "FAILED"  # torchrun's default rendezvous fails on two nodes
     else:
         assert rec["nb11.slurm_available"] is False and "nb11.slurm_run" not in rec
     assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2, "borrowed_layout": 1}

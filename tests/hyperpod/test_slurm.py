@@ -117,6 +117,28 @@ def test_the_set_up_is_idempotent_when_slurm_runs():
     done = subprocess.run(["bash", str(ROOT / "requirements" / "slurm.sh")], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("slurm set-up: running")
+    assert set(slurm.node_states()) == {"node-1", "node-2"}  # two nodes on one host
+
+
+def test_the_fault_line_names_the_node_it_struck():
+    out = "job 3 start 0 on node-[1-2]\nfault: rank 1 on node-2 killed (SIGKILL) at step 7 (attempt 0, --fault kill)\n"
+    assert slurm.fault_node(out) == "node-2"
+    assert slurm.fault_node("fault: rank 1 killed (SIGKILL) at step 7") is None  # not under Slurm: no node
+
+
+@pytest.mark.distributed
+def test_replacing_a_node_that_is_not_there_says_which_are(tmp_path):
+    _need_slurm()
+    with pytest.raises(slurm.SlurmError, match="no node 'node-9'.*node-1, node-2"):
+        slurm.replace_node("node-9")
+
+
+@pytest.mark.distributed
+def test_a_replaced_node_is_out_while_replaced_and_takes_jobs_after():
+    _need_slurm()
+    while_out = slurm.replace_node("node-2")
+    assert "node-2 fail Action:Replace" in while_out
+    assert slurm.node_states()["node-2"] == "idle"
 
 
 @pytest.mark.distributed

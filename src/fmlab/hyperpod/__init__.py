@@ -1,7 +1,7 @@
 """Module 11: HyperPod, for real where it can be: a Slurm cluster that runs the course's training script.
 
     from fmlab.hyperpod import slurm, sources
-    slurm.ensure_cluster()                  # the local one-node Slurm (requirements/slurm.sh), or why there is none
+    slurm.ensure_cluster()                  # the local two-node Slurm (requirements/slurm.sh), or why there is none
     slurm.run_with_auto_resume(spec)        # sbatch + srun torchrun, a fault, requeue, resume from the checkpoint
     sources.table()                         # auto-resume, node recovery, health agent... each with its AWS page
     eks.problems(eks.manifest(...))         # the HyperPodPyTorchJob of the same training, checked against its schema

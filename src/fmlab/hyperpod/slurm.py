@@ -2,16 +2,19 @@
 
     from fmlab.hyperpod import slurm
     status = slurm.ensure_cluster()               # starts the local Slurm if installed (requirements/slurm.sh)
-    spec = slurm.SlurmTrainSpec(work_dir="runs/slurm", train_args=["--max-steps", "12", ...])
+    spec = slurm.SlurmTrainSpec(work_dir="runs/slurm", nodes=2, processes_per_node=1, train_args=[...])
     run = slurm.run_with_auto_resume(spec, max_requeues=1, timeout=180)
-    run.job_id, run.restarts, run.resumed_at, run.output
+    run.job_id, run.restarts, run.resumed_at, run.replaced, run.output
 
-On a HyperPod Slurm cluster the script is the same with `srun --auto-resume=1` (`hyperpod=True`): HyperPod's
-plugin then replaces a faulty node and reruns the step by itself. A one-node Slurm has no such plugin, so
-`run_with_auto_resume` does its part from outside: when the job fails it requeues it (`scontrol requeue`), lets it
-start at once (`scontrol update StartTime=now`: a requeued job otherwise waits about 120 s, Reason=BeginTime), and
-the script, started again with SLURM_RESTART_COUNT=1 and the same job id, resumes from its newest checkpoint.
-Every wait is bounded; a job that overruns is cancelled (`scancel`) so no job is left behind.
+The local Slurm has two nodes on one host (node-1 and node-2: two slurmd daemons, requirements/slurm.sh), so a job
+spans two nodes and torchrun's rendezvous must find the first one. On a HyperPod Slurm cluster the script is the same
+with `srun --auto-resume=1` (`hyperpod=True`): HyperPod's plugin then replaces a faulty node and reruns the step by
+itself. The local Slurm has no such plugin, so `run_with_auto_resume` does its part from outside: when the job fails
+it replaces the node the fault was on (`replace_node`: marked `State=FAIL Reason=Action:Replace`, as a HyperPod user
+asks for a replacement, its slurmd taken away and a new one started under the same name), requeues the job
+(`scontrol requeue`), lets it start at once (`scontrol update StartTime=now`: a requeued job otherwise waits about
+120 s, Reason=BeginTime), and the script, started again with SLURM_RESTART_COUNT=1 and the same job id, resumes from
+its newest checkpoint. Every wait is bounded; a job that overruns is cancelled (`scancel`) so no job is left behind.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def cluster_status() -> ClusterStatus:
     if not shutil.which("sinfo"):
         return ClusterStatus(False, "no Slurm on this machine (sinfo not found)")
     try:
-        states = _command(["sinfo", "-h", "-o", "%T"], timeout=10).split()
+        states = _command(["sinfo", "-h", "-N", "-o", "%T"], timeout=10).split()  # one line per node
         table = _command(["sinfo"], timeout=10)
     except SlurmError as e:
         return ClusterStatus(False, str(e))
@@ -171,6 +174,41 @@ def job_info(job_id: int) -> dict[str, str]:
 CREDENTIAL_GRACE_SECONDS = 2.0
 
 
+REPLACE_REASON = "Action:Replace"  # HyperPod's Slurm: a node in State=FAIL with this reason is replaced
+
+
+def node_states() -> dict[str, str]:
+    """Each node's state as `sinfo -N` gives it (idle, allocated, fail, down*, ...)."""
+    return dict(line.split()[:2] for line in _command(["sinfo", "-h", "-N", "-o", "%N %T"]).splitlines()
+                if line.strip())
+
+
+def replace_node(node: str, timeout: float = 30) -> str:
+    """Replace `node` of the local Slurm the way HyperPod replaces a faulty one, and return `sinfo` as it read while
+    the node was out. The node is marked for replacement (`scontrol update NodeName=... State=FAIL
+    Reason=Action:Replace`, the request HyperPod acts on), its slurmd is taken away (the instance is gone), a new
+    slurmd starts under the same name (the replacement instance joins the cluster), and the node is resumed once it
+    has registered. Only for this machine's two-node set-up (requirements/slurm.sh)."""
+    if node not in node_states():
+        raise SlurmError(f"no node {node!r} in this Slurm (sinfo shows {', '.join(node_states()) or 'none'})")
+    _command(["scontrol", "update", f"NodeName={node}", "State=FAIL", f"Reason={REPLACE_REASON}"])
+    subprocess.run(["pkill", "-f", f"slurmd -N {node}$"], capture_output=True, timeout=10)
+    while_out = _command(["sinfo", "-N", "-o", "%N %T %E"])
+    subprocess.run(["/usr/sbin/slurmd", "-N", node], capture_output=True, timeout=20, check=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _command(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+        except SlurmError:
+            pass  # not registered yet
+        if node_states().get(node, "").rstrip("*~#") in ("idle", "mixed", "allocated"):
+            return while_out
+        if time.monotonic() > deadline:
+            raise SlurmError(f"the replacement of {node} did not take jobs within {timeout:.0f} s: "
+                             f"{node_states().get(node)} (see /var/log/slurm/slurmd-{node}.log)")
+        time.sleep(0.25)
+
+
 def requeue_now(job_id: int) -> None:
     """Back to the queue, and eligible almost at once rather than after Slurm's ~120 s of Reason=BeginTime."""
     _command(["scontrol", "requeue", str(job_id)])
@@ -191,6 +229,8 @@ class SlurmRun:
     output: str  # the job's output file: every start, appended
     seconds: float
     squeue: list[str] = field(default_factory=list)  # `squeue` each time the job was seen RUNNING anew
+    replaced: list[str] = field(default_factory=list)  # the nodes replaced after a fault, in order
+    sinfo_while_replacing: list[str] = field(default_factory=list)  # `sinfo -N` with each of them out
 
     @property
     def restarts(self) -> int:
@@ -209,18 +249,32 @@ class SlurmRun:
     def faults(self) -> list[str]:
         return [line for line in self.output.splitlines() if line.startswith("fault: ")]
 
+    @property
+    def nodes_started(self) -> list[str]:
+        """The node list of every start of the job (`job N start K on NODES` lines)."""
+        return re.findall(r"^job \d+ start \d+ on (\S+)", self.output, re.M)
+
+
+def fault_node(output: str) -> str | None:
+    """The node of the newest `fault: rank R on NODE ...` line in the job's output (None when the line names none)."""
+    found = re.findall(r"^fault: rank \d+ on (\S+)", output, re.M)
+    return found[-1] if found else None
+
 
 def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: float = 240,
-                         script: str | None = None) -> SlurmRun:
-    """Submit the job; each time it fails, requeue it at once, up to `max_requeues` times (what HyperPod's
-    auto-resume does after it replaces the node); return when it has finished for good. The job is cancelled
-    if the whole run overruns `timeout` seconds."""
+                         script: str | None = None, replace_faulty_node: bool = True) -> SlurmRun:
+    """Submit the job; each time it fails, replace the node its fault was on (`replace_node`, when
+    `replace_faulty_node` and the output names one) and requeue the job at once, up to `max_requeues` times (what
+    HyperPod's auto-resume does); return when it has finished for good. The job is cancelled if the whole run
+    overruns `timeout` seconds."""
     script = script or batch_script(spec)
     spec.output_file.unlink(missing_ok=True)
     start = time.monotonic()
     job_id = submit(script, spec.work_dir)
     states: list[str] = []
     seen_running: list[str] = []
+    replaced: list[str] = []
+    sinfo_out: list[str] = []
     try:
         while True:
             remaining = timeout - (time.monotonic() - start)
@@ -234,6 +288,10 @@ def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: f
                     seen_running.append(queue_text())
             if state in FINISHED:
                 if state == "FAILED" and int(info.get("Restarts", "0")) < max_requeues:
+                    node = fault_node(spec.output_file.read_text()) if spec.output_file.exists() else None
+                    if replace_faulty_node and node:
+                        sinfo_out.append(replace_node(node))
+                        replaced.append(node)
                     requeue_now(job_id)
                     continue
                 break
@@ -242,7 +300,8 @@ def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: f
         cancel(job_id)
         raise
     output = spec.output_file.read_text() if spec.output_file.exists() else ""
-    return SlurmRun(job_id, script, states, info, output, time.monotonic() - start, seen_running)
+    return SlurmRun(job_id, script, states, info, output, time.monotonic() - start, seen_running, replaced,
+                    sinfo_out)
 
 
 def queue_text() -> str:
@@ -251,8 +310,8 @@ def queue_text() -> str:
 
 
 def job_text(job_id: int) -> str:
-    """`scontrol show job ID`: the record Slurm keeps of a job (sacct needs slurmdbd, which a one-node set-up
-    does not run)."""
+    """`scontrol show job ID`: the record Slurm keeps of a job (sacct needs slurmdbd, which the local set-up does
+    not run)."""
     return _command(["scontrol", "show", "job", str(job_id)])
 
 

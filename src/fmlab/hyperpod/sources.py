@@ -3,7 +3,7 @@
     from fmlab.hyperpod.sources import HYPERPOD, table
     table()        # rows: feature, what it does, how you turn it on, what the course runs here instead, source
 
-Module 11 runs a real Slurm on this machine; these are the parts of HyperPod that a one-node Slurm does not have,
+Module 11 runs a real Slurm on this machine; these are the parts of HyperPod that a plain Slurm does not have,
 each with the AWS page it comes from and the day it was read. A feature that changes (a new flag, a new AMI
 requirement) is changed here and nowhere else.
 """
@@ -37,7 +37,8 @@ HYPERPOD = [
     Feature("automatic node recovery",
             "a faulty node is rebooted or replaced without an operator; the cluster's NodeRecovery setting",
             "CreateCluster / UpdateCluster `NodeRecovery=Automatic` (the default; `None` only labels the node)",
-            "nothing to replace on one node: the requeued job starts on the same node",
+            "`slurm.replace_node`: the faulty node is marked `State=FAIL Reason=Action:Replace`, its slurmd "
+            "stopped and a new one started under the same name, before the job is requeued",
             _DG + "sagemaker-hyperpod-resiliency-slurm-auto-resume.html; API CreateCluster NodeRecovery"),
     Feature("health-monitoring agent",
             "a daemon on every GPU or Trainium node watches the accelerators (GPU, NVLink) and EFA and marks a "

@@ -1,27 +1,33 @@
-"""Checks for labs/lab_11_hyperpod_slurm.ipynb: the capacity choice, and an sbatch script that survives a fault.
+"""Checks for labs/lab_11_hyperpod_slurm.ipynb: a reservation that holds the job, and an sbatch script that survives a
+node fault on a two-node Slurm.
 
-    lab11.check_capacity(choose_capacity)        # ex1: the same choice as the reference in every scenario
-    lab11.check_sbatch(batch_script, work)       # ex2: the script's shape; on a local Slurm, a fault, a requeue, a resume
+    lab11.check_reservation(reservation_days)    # ex1: the days to buy, as the course's rule gives them, in 9 cases
+    lab11.check_sbatch(batch_script, work)       # ex2: the script's shape; on the local Slurm, a fault, a node
+                                                 # replaced, a requeue and a resume across two nodes
     lab11.summary()                              # raises LabIncomplete while any check fails
 
-Exercise 1: the learner's `choose_capacity(rows, deadline_days, reserve_from_instances)` gets the rows of
-`fmlab.plan.capacity.options` (instance type, Region, count, days, fit, quota, on-demand and reserved prices) and
-returns the row to use, or None when none is feasible (quota >= count, days <= deadline, fits in memory, and, from
-`reserve_from_instances` instances on, a published reserved rate); among the feasible, the cheapest, priced
-reserved from that count on and on demand below it. It is run on the SCENARIOS below and must give the reference's
-row (`fmlab.plan.capacity.choose`) in every one.
+Exercise 1: the learner's `reservation_days(run_days, kind, margin, start_up_hours)` returns the whole days of
+reserved capacity to buy for a run of `run_days`: the job's MaxRuntime (run x margin), its start-up and the 30
+minutes at the end when the plan is already ending its instances, rounded up to what `kind` sells (a training plan:
+whole days from 1 to 182; EC2 Capacity Blocks: whole days up to 14, then whole weeks up to 182). Beyond 182 days, or
+with a margin under 1, it raises ValueError. It must give `fmlab.plan.capacity.reservation(...).days` in every case of
+RESERVATIONS (one of them module 7's 30B run on 16 p5, its days from the planner).
 
 Exercise 2: the learner's `batch_script(spec, port)` returns the text of the sbatch script for an
-`fmlab.hyperpod.slurm.SlurmTrainSpec`. The check reads its #SBATCH lines and its `srun` line (one task per node,
---requeue, --open-mode=append, the output file, the rendezvous on the first node with the job id, the spec's
-training flags, checkpoint and output folders). Then, where this machine runs a Slurm that takes jobs
-(requirements/slurm.sh), it runs the script for real with module 8's fault (rank 1 killed at step 7, a checkpoint
-every 4 steps) through `run_with_auto_resume`: it must fail once, be requeued under the same job id, resume from
-the step-4 checkpoint and complete (about 20 s on 2 cores). Without Slurm the shape check alone decides, and says so.
+`fmlab.hyperpod.slurm.SlurmTrainSpec` of 2 nodes x 1 process. The check reads its #SBATCH lines and its `srun` line
+(one task per node, --requeue, --open-mode=append, the output file, the spec's training flags, checkpoint and output
+folders, the rendezvous). Then, where this machine runs its two-node Slurm (requirements/slurm.sh), it runs the
+script for real with module 8's fault (rank 1 killed at step 7, a checkpoint every 4 steps) through
+`run_with_auto_resume`: it must span both nodes, fail once, have the faulty node replaced, be requeued under the same
+job id, resume from the step-4 checkpoint and complete (about 20 s on 2 cores). A script whose only fault is its
+rendezvous runs too, and fails for real (torchrun's default static rendezvous: every node's torchrun believes it is
+node 0 and hosts the store; here the second one cannot bind the port, on two hosts each waits for a peer that never
+comes). Without Slurm the shape check alone decides, and says so.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import shlex
 from collections.abc import Callable
@@ -34,52 +40,87 @@ from fmlab.labs.world import fresh_folder
 from fmlab.plan import capacity
 from fmlab.plan.compute import PlanError
 
-LAB = Lab("lab 11", ["ex1_capacity", "ex2_sbatch"])
+LAB = Lab("lab 11", ["ex1_reservation", "ex2_sbatch"])
 
-# (label, options(...) arguments): quotas, deadline and counts that make each rule decide once
-SCENARIOS = [
-    ("quota for p5 in us-east-1 only", dict(deadline_days=30, quotas={("us-east-1", "ml.p5.48xlarge"): 16})),
-    ("no p5 quota: p5en in us-east-2, on demand below 16 instances",
-     dict(deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8, ("us-west-2", "ml.p4d.24xlarge"): 16})),
-    ("a long deadline lets p4d in", dict(deadline_days=60, quotas={("us-west-2", "ml.p4d.24xlarge"): 16})),
-    ("nothing has quota", dict(deadline_days=30, quotas={})),
-    ("reserve from 8 instances: p5en has no published rate",
-     dict(deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8}, reserve_from_instances=8)),
-]
 MODEL, TOKENS = "gpt-30b", 300e9
+P5 = "ml.p5.48xlarge"
 STEPS, CHECKPOINT_EVERY, FAULT_STEP = 12, 4, 7
+NODES, PROCESSES_PER_NODE = 2, 1
 RUN_TIMEOUT = 180.0
+TRAINING_PLAN, CAPACITY_BLOCK = "training plan", "capacity block"
 
 
-def _reference(rows, reserve_from_instances):
+def run_days_30b_p5() -> float:
+    """Module 7's 30B run on 16 p5 at the planner's MFU: the days a reservation is sized from."""
+    rows = capacity.options(MODEL, TOKENS, deadline_days=60, quotas={}, instances_by_type={P5: 16})
+    return rows[0].days
+
+
+def reservations() -> list[tuple[str, dict]]:
+    """(label, reservation arguments): each rule of the sizing decides in at least one case."""
+    run = run_days_30b_p5()
+    return [
+        (f"the 30B run on 16 p5 ({run:.2f} days), a training plan", dict(run_days=run, kind=TRAINING_PLAN, margin=1.2)),
+        ("the same run as EC2 Capacity Blocks (weeks after 14 days)", dict(run_days=run, kind=CAPACITY_BLOCK,
+                                                                           margin=1.2)),
+        ("the same run without a margin", dict(run_days=run, kind=TRAINING_PLAN, margin=1.0)),
+        ("10 days as Capacity Blocks (whole days up to 14)", dict(run_days=10.0, kind=CAPACITY_BLOCK, margin=1.2)),
+        ("a 3-hour rehearsal (at least one day)", dict(run_days=0.125, kind=TRAINING_PLAN, margin=1.2)),
+        ("a long start-up: 12 hours", dict(run_days=11.5, kind=TRAINING_PLAN, margin=1.2, start_up_hours=12.0)),
+        ("a job whose start-up and run end 15 minutes before its 10th day does (the last half hour decides)",
+         dict(run_days=10 - 75 / 1440, kind=TRAINING_PLAN, margin=1.0)),
+        ("160 days: more than one reservation holds", dict(run_days=160.0, kind=TRAINING_PLAN, margin=1.2)),
+        ("a margin under 1", dict(run_days=5.0, kind=TRAINING_PLAN, margin=0.9)),
+    ]
+
+
+def _reference(args: dict) -> int | None:
     try:
-        return capacity.choose(rows, reserve_from_instances)
+        return capacity.reservation(**args).days
     except PlanError:
-        return None
+        return None  # refused: the learner must raise ValueError
 
 
-def _key(row) -> tuple | None:
-    return None if row is None else (row.instance, row.region, row.instances)
+_REFERENCE_CALLS = ("capacity.reservation(", "buyable_days(", "reserved_days(", ".reservation(")
 
 
-def check_capacity(choose_capacity: Callable) -> bool:
-    """Ex 1: the learner's choice equals the reference's in every scenario."""
+def check_reservation(reservation_days: Callable) -> bool:
+    """Ex 1: the learner's days equal the course's rule in every case, and the refusals raise ValueError."""
     def test(fn):
+        try:
+            source = inspect.getsource(fn)
+        except (OSError, TypeError):
+            source = ""
+        used = [c for c in _REFERENCE_CALLS if c in source]
+        if used:
+            print(f"  write the sizing yourself: your function calls {used[0].rstrip('(')}, the course's own answer")
+            return False
         wrong = []
-        for label, args in SCENARIOS:
-            reserve = args.get("reserve_from_instances", 16)
-            rows = capacity.options(MODEL, TOKENS, **args)
-            want, got = _key(_reference(rows, reserve)), _key(fn(rows, args["deadline_days"], reserve))
+        for label, args in reservations():
+            want = _reference(args)
+            try:
+                got = fn(**args)
+            except ValueError as e:
+                got = f"ValueError ({e})"
+            if want is None:
+                if not str(got).startswith("ValueError"):
+                    wrong.append(f"{label}: you gave {got}; it must raise ValueError")
+                else:
+                    print(f"  {label}: refused, as it should be")
+                continue
             if got != want:
-                wrong.append(f"{label}: you chose {got}, the rule gives {want}")
+                wrong.append(f"{label}: you buy {got} days, the rule buys {want}")
+            else:
+                held = capacity.reservation(**args)
+                print(f"  {label}: {want} days ({held.spare_hours:.0f} h spare)")
         for line in wrong:
             print("  " + line)
         return not wrong
-    return LAB.check("ex1_capacity", choose_capacity, test,
-                     f"the same choice as the rule in all {len(SCENARIOS)} scenarios",
-                     "feasible = quota >= instances, days <= deadline, fits, and a reserved rate when the count needs "
-                     "a reservation; then the lowest price (reserved_usd from reserve_from_instances on, else "
-                     "on_demand_usd); None when nothing is feasible")
+    return LAB.check("ex1_reservation", reservation_days, test,
+                     f"the same days as the course's rule in all {len(reservations())} cases",
+                     "needed = run_days x margin + (start_up_hours x 60 + PLAN_END_MINUTES) / 1440 days; a training "
+                     "plan buys ceil(needed) (at least 1); Capacity Blocks too up to CAPACITY_BLOCK_DAILY_UP_TO days, "
+                     "then whole weeks (7 x ceil(days / 7)); raise ValueError above 182 days or for a margin under 1")
 
 
 def shape_problems(script: str, spec: slurm.SlurmTrainSpec, port: int | None = None) -> list[str]:
@@ -113,6 +154,14 @@ def shape_problems(script: str, spec: slurm.SlurmTrainSpec, port: int | None = N
     return out
 
 
+def rendezvous_problems(script: str, port: int | None = None) -> list[str]:
+    """What the script's one `srun` line gets wrong about the rendezvous (empty when nothing, or no single srun)."""
+    srun = [line for line in script.splitlines() if line.strip().startswith("srun ")]
+    if len(srun) != 1:
+        return []
+    return _rendezvous_problems(shlex.split(srun[0].replace("$", "DOLLAR_")), port)
+
+
 def _rendezvous_problems(words: list[str], port: int | None) -> list[str]:
     """--nnodes from Slurm, a c10d rendezvous, and its endpoint on a host the script reads from Slurm (not localhost)
     at `port`."""
@@ -143,37 +192,60 @@ def _rendezvous_problems(words: list[str], port: int | None) -> list[str]:
     return out
 
 
+def _first_error(output: str) -> str:
+    """The line of a failed job's output that says why (torchrun's rendezvous error, else srun's)."""
+    lines = output.splitlines()
+    for pattern in (r"(DistNetworkError|RendezvousError|RendezvousTimeoutError|TimeoutError)", r"^srun: error"):
+        found = [ln for ln in lines if re.search(pattern, ln)]
+        if found:
+            return found[0].strip()[:220]
+    return lines[-1].strip()[:220] if lines else "(no output)"
+
+
 def check_sbatch(batch_script: Callable, work: str | Path) -> bool:
-    """Ex 2: the script's shape, then (where Slurm runs here) a real run with a fault, a requeue and a resume."""
+    """Ex 2: the script's shape, then (where Slurm runs here) a real run across two nodes with a fault, a node
+    replaced, a requeue and a resume."""
     folder = fresh_folder(work, "ex2")
 
     def test(fn):
         from fmlab.data import course_dataset
 
         data = course_dataset(seq_len=128, vocab_size=512)
-        spec = slurm.SlurmTrainSpec(folder / "run", job_name="lab11", train_args=[
+        spec = slurm.SlurmTrainSpec(folder / "run", job_name="lab11", nodes=NODES,
+                                    processes_per_node=PROCESSES_PER_NODE, train_args=[
             "--model", "tiny", "--data", str(data), "--max-steps", str(STEPS), "--checkpoint-every",
             str(CHECKPOINT_EVERY), "--micro-batch", "4", "--log-every", "2", "--tensorboard", "false",
             "--fault", "kill", "--fault-step", str(FAULT_STEP), "--fault-rank", "1"])
         port = free_port()
         script = fn(spec, port)
         problems = shape_problems(script, spec, port)
+        rendezvous = rendezvous_problems(script, port)
         for line in problems:
             print("  " + line)
-        if problems:
+        if [p for p in problems if p not in rendezvous]:
             return False
         cluster = slurm.ensure_cluster()
         if not cluster.available:
-            print(f"  the script has the right shape; no Slurm here to run it ({cluster.reason})")
-            return True
+            print(f"  no Slurm here to run it ({cluster.reason}): the shape check alone decides")
+            return not problems
         run = slurm.run_with_auto_resume(spec, max_requeues=1, timeout=RUN_TIMEOUT, script=script)
-        print(f"  job {run.job_id}: {' -> '.join(run.states)}, Restarts={run.restarts}, resumed at {run.resumed_at}")
+        print(f"  job {run.job_id} on {run.final.get('NodeList', '?')}: "
+              f"{' -> '.join(run.states)}, Restarts={run.restarts}, node replaced: {run.replaced or 'none'}, "
+              f"resumed at {run.resumed_at}")
+        if rendezvous:
+            print(f"  it ran, and failed as the rendezvous predicts: {_first_error(run.output)}")
+            return False
         want = CHECKPOINT_EVERY * ((FAULT_STEP - 1) // CHECKPOINT_EVERY)
-        return run.state == "COMPLETED" and run.restarts == 1 and run.resumed_at == [want]
+        ok = run.state == "COMPLETED" and run.restarts == 1 and run.resumed_at == [want] and len(run.replaced) == 1
+        if not ok and run.state != "COMPLETED":
+            print(f"  why it ended {run.state}: {_first_error(run.output)}")
+        return ok
     return LAB.check("ex2_sbatch", batch_script, test,
-                     "the script ran on Slurm, failed at the fault, was requeued and resumed from its checkpoint",
+                     "the script ran on two nodes, failed at the fault, its node was replaced, and it was requeued "
+                     "and resumed from its checkpoint",
                      "#SBATCH --nodes, --ntasks-per-node=1, --requeue, --open-mode=append, --output=spec.output_file; "
-                     "then one `srun` line running torchrun with --rdzv-id $SLURM_JOB_ID and the spec's flags")
+                     "then one `srun` line running torchrun with --nnodes $SLURM_JOB_NUM_NODES, --rdzv-backend c10d, "
+                     "--rdzv-endpoint $HEAD_NODE:port, --rdzv-id $SLURM_JOB_ID and the spec's flags")
 
 
 def summary() -> None:

@@ -123,8 +123,9 @@ class Faults:
             self.marker.parent.mkdir(parents=True, exist_ok=True)
             self.marker.write_text(f"{self.kind} at step {self.step} on rank {self.rank}\n")
         sys.stdout.flush()
-        print(f"fault: rank {self.rank} {what} at step {self.step} (attempt {self.attempt}, --fault {self.kind})",
-              file=sys.stderr, flush=True)
+        node = f" on {os.environ['SLURMD_NODENAME']}" if os.environ.get("SLURMD_NODENAME") else ""  # under Slurm
+        print(f"fault: rank {self.rank}{node} {what} at step {self.step} (attempt {self.attempt}, --fault "
+              f"{self.kind})", file=sys.stderr, flush=True)
         if sig is not None:
             os.kill(os.getpid(), sig)
 

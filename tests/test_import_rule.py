@@ -83,6 +83,8 @@ TORCH_FREE = [
     ("fmlab.train.log", "METRIC_DEFINITIONS, which the jobs layer sends"),
     ("fmlab.data", "`fmlab data prepare` and its workers; the jobs layer's course_dataset_uri"),
     ("fmlab.hangs.analysis", "`fmlab hangs`: reads collective traces"),
+    ("fmlab.hyperpod.stack", "module 11's FP8 rows and the reference stacks' names"),
+    ("fmlab.hyperpod.tiered", "module 11's tiered-checkpointing change: reads the engine's source, not the engine"),
 ]
 
 

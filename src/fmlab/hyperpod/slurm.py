@@ -36,6 +36,14 @@ FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_
             "DEADLINE")
 
 
+CLUSTER_SOURCE = ("aws-samples/awsome-distributed-training at 7217859: 3.test_cases/pytorch/mosaicml-composer/mpt/"
+                  "2.train-mpt-manual-distributed.sbatch (--gres=gpu:8, --exclusive, --container-image, "
+                  "--container-mounts /fsx:/fsx), 3.test_cases/pytorch/FSDP/slurm/llama3_1_8b-training.sbatch "
+                  "(--auto-resume=1 on HyperPod); LifecycleScripts/base-config/lifecycle_script.py (FSx at /fsx); "
+                  "SageMaker developer guide, 'Schedule a Slurm job on a SageMaker HyperPod cluster' (srun -N 8 "
+                  "--exclusive; conda, venv, docker and enroot); read 2026-11-26")
+
+
 class SlurmError(RuntimeError):
     """A Slurm command failed or a job did not reach the state it was waited for in time."""
 
@@ -105,6 +113,12 @@ class SlurmTrainSpec:
     time_limit_minutes: int = 10
     hyperpod: bool = False  # True: `srun --auto-resume=1`, HyperPod's flag (an unknown option to plain Slurm)
     python: str = sys.executable
+    # A GPU cluster as HyperPod's Slurm clusters are run (not on the local Slurm, which has no GPUs and no Pyxis):
+    gpus_per_node: int = 0  # > 0: `#SBATCH --gres=gpu:N`, the node's GPUs as a generic resource
+    exclusive: bool = False  # `#SBATCH --exclusive`: no other job shares the nodes
+    container_image: str = ""  # Enroot/Pyxis: `srun --container-image=...` (e.g. an .sqsh on FSx)
+    container_mounts: str = ""  # with it: `srun --container-mounts=/fsx:/fsx` (the checkpoints a new node must see)
+    code_dir: str | Path = ""  # where the course's repository lies on every node (a clone on FSx); default: this one
 
     def __post_init__(self):
         if self.nodes < 1 or self.processes_per_node < 1:
@@ -112,7 +126,10 @@ class SlurmTrainSpec:
                              f"{self.processes_per_node}")
         if self.time_limit_minutes < 1:
             raise ValueError(f"time_limit_minutes must be at least 1, got {self.time_limit_minutes}")
+        if self.container_mounts and not self.container_image:
+            raise ValueError("container_mounts needs a container_image (Pyxis mounts into the container it starts)")
         self.work_dir = Path(self.work_dir).resolve()
+        self.code_dir = Path(self.code_dir) if self.code_dir else ROOT
 
     @property
     def output_file(self) -> Path:
@@ -131,9 +148,15 @@ def batch_script(spec: SlurmTrainSpec, port: int | None = None) -> str:
     output of every start in one file."""
     port = port or free_port()
     auto_resume = " --auto-resume=1" if spec.hyperpod else ""
+    if spec.container_image:
+        auto_resume += f" --container-image={spec.container_image}"
+        auto_resume += f" --container-mounts={spec.container_mounts}" if spec.container_mounts else ""
+    cluster_lines = "".join([f"#SBATCH --gres=gpu:{spec.gpus_per_node}\n" if spec.gpus_per_node else "",
+                             "#SBATCH --exclusive\n" if spec.exclusive else ""])
     train = [spec.python, "-m", "torch.distributed.run", "--nnodes", "$SLURM_JOB_NUM_NODES",
              "--nproc-per-node", str(spec.processes_per_node), "--rdzv-backend", "c10d",
-             "--rdzv-endpoint", f"$HEAD_NODE:{port}", "--rdzv-id", "$SLURM_JOB_ID", str(ENTRY_SCRIPT),
+             "--rdzv-endpoint", f"$HEAD_NODE:{port}", "--rdzv-id", "$SLURM_JOB_ID",
+             str(spec.code_dir / ENTRY_SCRIPT.relative_to(ROOT)),
              *spec.train_args, "--checkpoint-dir", str(spec.checkpoint_dir), "--output-dir",
              str(spec.work_dir / "out")]
     quoted = " ".join(a if a.startswith("$") else shlex.quote(a) for a in train)
@@ -142,11 +165,11 @@ def batch_script(spec: SlurmTrainSpec, port: int | None = None) -> str:
 #SBATCH --nodes={spec.nodes}
 #SBATCH --ntasks-per-node=1
 #SBATCH --time={spec.time_limit_minutes}
-#SBATCH --chdir={ROOT}
+#SBATCH --chdir={spec.code_dir}
 #SBATCH --output={spec.output_file}
 #SBATCH --open-mode=append
 #SBATCH --requeue
-set -euo pipefail
+{cluster_lines}set -euo pipefail
 HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 echo "job $SLURM_JOB_ID start ${{SLURM_RESTART_COUNT:-0}} on $SLURM_JOB_NODELIST at $(date -u +%H:%M:%S)"
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1

@@ -52,11 +52,13 @@ HYPERPOD = [
             "on instance start (OnStartDeepHealthChecks), or on demand: StartClusterHealthCheck",
             "not run here (no GPU); `sinfo` shows the node idle when it takes jobs",
             _DG + "sagemaker-hyperpod-resiliency-slurm-deep-health-checks.html ('Deep health checks')"),
-    Feature("managed tiered checkpointing",
+    Feature("managed tiered checkpointing (EKS)",
             "checkpoints saved often to the cluster's CPU memory (a memory-management daemon, a share of each "
-            "node's memory) and now and then to durable storage such as S3",
-            "CreateCluster `TieredStorageConfig={Mode: Enable, InstanceMemoryAllocationPercentage: N}`",
-            "the arithmetic of a cheap save (fmlab.plan.recovery): a shorter Young/Daly interval, less lost work",
+            "node's memory) and now and then to durable storage such as S3; HyperPod clusters orchestrated by EKS",
+            "CreateCluster `TieredStorageConfig={Mode: Enable, InstanceMemoryAllocationPercentage: N}`; in the "
+            "script, DCP's save with `SageMakerTieredStorageWriter` (amzn-sagemaker-checkpointing)",
+            "the arithmetic of a cheap save (fmlab.plan.recovery), and the engine's save with the tiered writer in "
+            "place of its FileSystemWriter (fmlab.hyperpod.tiered.save_change)",
             "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterTieredStorageConfig.html"),
     Feature("checkpointless training",
             "model and optimizer state replicated across node groups; after a fault the healthy replicas finish "

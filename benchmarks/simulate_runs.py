@@ -1,0 +1,62 @@
+"""How fast the run simulator is (module 12): simulated runs per second for three scenarios of the course.
+
+Run: .venv/bin/python benchmarks/simulate_runs.py [--runs 10000] [--repeats 3] [--json out.json]
+
+1. the 30B run on 16 p5 (about one failure per run), module 11's reservation, 28-day jobs;
+2. the same plan on 2,048 nodes (hundreds of failures per run: the event loop's worst case here);
+3. Llama 3 405B's training state on 2,048 nodes for 54 days with S3 checkpoints (the published check).
+Reported: the best of `--repeats` wall times, runs per second, failures per run. Never asserted (the machine is
+shared); the closed-form and published-figure agreement are tests (tests/plan/test_simulate.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from fmlab.plan import capacity, recovery, reliability, scenario, simulate
+from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan.parallelism import ParallelConfig
+
+
+def scenarios() -> dict[str, simulate.Scenario]:
+    plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16,
+                     parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=16))
+    held = capacity.reservation(plan.days)
+    p5 = scenario.scenario_for(plan, reservation=held, region="us-east-1", job_days=28, hang_share=0.1)
+    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0)[0]
+    mtbf = reliability.job_mtbf_hours(2048)
+    llama = simulate.Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
+                              interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
+                              restart_hours=option.restart_hours, start_up_hours=0.0)
+    return {"30B on 16 p5, reserved": p5, "30B plan on 2,048 nodes": p5.with_(nodes=2048, window_hours=float("inf"),
+                                                                             reserved_hours_bought=0.0),
+            "Llama 3 405B, 54 days": llama}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    results = {}
+    for name, s in scenarios().items():
+        best, out = float("inf"), None
+        for repeat in range(args.repeats):
+            start = time.perf_counter()
+            out = simulate.simulate(s, runs=args.runs, seed=repeat)
+            best = min(best, time.perf_counter() - start)
+        results[name] = {"seconds": round(best, 3), "runs_per_second": round(args.runs / best),
+                         "failures_per_run": round(float(out.failures.mean()), 1),
+                         "goodput": round(float(out.goodput.mean()), 4)}
+        print(f"{name:28} {best:6.3f} s for {args.runs:,} runs = {args.runs / best:10,.0f} runs/s, "
+              f"{out.failures.mean():6.1f} failures per run, goodput {out.goodput.mean():.2%}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

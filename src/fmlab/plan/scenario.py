@@ -1,0 +1,91 @@
+"""A simulator scenario from the course's own plan: every rate read from the module that owns it, none typed twice.
+
+    from fmlab.plan import capacity, scenario, simulate
+    from fmlab.plan.layout import make_plan
+    plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=layout)
+    held = capacity.reservation(plan.days)                               # module 11: what to reserve
+    s = scenario.scenario_for(plan, option="checkpoint to S3", reservation=held, region="us-east-1")
+    simulate.simulate(s).summary(deadline_hours=20 * 24)
+
+Where each input comes from:
+- the work: the planner's days (module 1's arithmetic at its MFU) and layout (module 6's memory rule);
+- failures: Llama 3's per-node rate (`reliability.LLAMA3_405B`), detection of a hang: module 8's collective timeout
+  (`reliability.hang_detection_hours`);
+- the recovery option, its save, restart and memory: module 11 (`recovery.options` and its `Assumptions`); an
+  asynchronous save stalls `simulate.SYNC_OVER_ASYNC_STALL` times less (module 8's measurement);
+- the checkpoint interval: Daly's optimum for that save and rate unless given (module 8);
+- the job chain: `job_days`, e.g. SageMaker's 28-day limit (`fmlab.service.rules.MAX_RUNTIME_SECONDS`, passed in by
+  the caller: the plan floor does not import the service layer), and the start-up allowance
+  (`capacity.START_UP_HOURS`); HyperPod runs one long job (`job_days=None`, the default);
+- the reservation: module 11's `capacity.reservation` (whole days, the 30-minute end), its price
+  `capacity.RESERVED_RATE` for the count a plan sells (`plan_count`), and EC2's on-demand price after it
+  (`capacity.EC2_ON_DEMAND`): one basis, EC2's (`capacity.PRICE_BASIS`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from fmlab.plan import capacity, recovery, reliability
+from fmlab.plan.compute import PlanError
+from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL, Scenario
+
+ASSUMPTIONS = recovery.Assumptions()  # module 11's, until the learner gives their own
+
+
+def step_seconds(plan, global_batch_tokens: float | None = None) -> float:
+    """Seconds per optimizer step at the plan's speed: the global batch's tokens over the run's tokens per second
+    (default batch: one micro-batch per data-parallel rank)."""
+    tokens = global_batch_tokens or plan.parallel.dp(plan.devices) * plan.micro_batch * plan.seq_len
+    return tokens / (plan.tokens / (plan.days * 86400))
+
+
+def recovery_option(plan, name: str, assumptions: recovery.Assumptions = ASSUMPTIONS,
+                    global_batch_tokens: float | None = None) -> recovery.Option:
+    """Module 11's option `name` for this plan's state and nodes."""
+    state_gb = plan.checkpoint_gb["training"]
+    found = {o.name: o for o in recovery.options(state_gb, plan.instances, step_seconds(plan, global_batch_tokens),
+                                                 assumptions)}
+    if name not in found:
+        raise PlanError(f"no recovery option {name!r}: choose one of {', '.join(found)}")
+    return found[name]
+
+
+def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: float | None = None,
+                 async_save: bool = True, reservation: capacity.Reservation | None = None, region: str = "",
+                 fallback: str = "on-demand", job_days: float | None = None,
+                 assumptions: recovery.Assumptions = ASSUMPTIONS, global_batch_tokens: float | None = None,
+                 hang_share: float = 0.0, collective_timeout_s: float = 80.0, straggler_loss: float = 0.0,
+                 late_probability: float = 0.0, late_mean_hours: float = 0.0) -> Scenario:
+    """The simulator's scenario for `plan` with the choices a learner makes: recovery option, interval (default:
+    Daly's), synchronous or asynchronous saves, the reservation (None: on demand throughout) in `region`, what
+    happens after it, the job limit (None: one job, as on HyperPod)."""
+    chosen = recovery_option(plan, option, assumptions, global_batch_tokens)
+    save = chosen.save_seconds / (SYNC_OVER_ASYNC_STALL if async_save else 1.0)
+    mtbf = reliability.job_mtbf_hours(plan.instances)
+    if interval_hours is None:
+        rare = mtbf / chosen.unrecoverable_share if chosen.loses == "step" else mtbf
+        interval_hours = reliability.daly_interval_hours(max(save, 1e-6) / 3600, rare)
+    on_demand_rate = capacity.EC2_ON_DEMAND.get(plan.instance, math.nan) * plan.instances
+    window, bought, reserved_rate = math.inf, 0.0, 0.0
+    if reservation is not None:
+        rate = capacity.RESERVED_RATE.get((plan.instance, region))
+        if rate is None:
+            known = sorted(r for i, r in capacity.RESERVED_RATE if i == plan.instance)
+            raise PlanError(f"no published reserved rate for {plan.instance} in {region or '(no Region given)'}: "
+                            f"choose one of {', '.join(known) or 'none (this type has no published rate)'}")
+        bought = reservation.days * 24.0
+        window = bought - capacity.PLAN_END_MINUTES / 60
+        reserved_rate = rate * capacity.plan_count(plan.instances)
+    if math.isnan(on_demand_rate) and (reservation is None or fallback == "on-demand"):
+        raise PlanError(f"no EC2 on-demand price for {plan.instance} to price the on-demand hours with")
+    return Scenario(
+        work_hours=plan.days * 24, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
+        restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds,
+        unrecoverable_share=chosen.unrecoverable_share if chosen.loses == "step" else 1.0,
+        durable_restart_hours=chosen.durable_restart_hours, hang_share=hang_share,
+        detection_hours=reliability.hang_detection_hours(collective_timeout_s), straggler_loss=straggler_loss,
+        job_hours=job_days * 24 if job_days else math.inf, start_up_hours=capacity.START_UP_HOURS,
+        window_hours=window, fallback=fallback, late_probability=late_probability, late_mean_hours=late_mean_hours,
+        reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
+        else on_demand_rate, reserved_hours_bought=bought)

@@ -1,0 +1,239 @@
+"""A pretraining run simulated under chance: failures, detection, restarts, checkpoints, a job chain, a reserved
+window that ends, capacity that comes late. Ten thousand runs at once, vectorised (numpy), for the capstone (module 12).
+
+    from fmlab.plan import simulate
+    scenario = simulate.Scenario(work_hours=310, nodes=16, interval_hours=2.0, save_seconds=40, restart_hours=0.3)
+    out = simulate.simulate(scenario, runs=10_000, seed=0)
+    out.p_miss(deadline_hours=20 * 24), out.cost_percentile(90), out.goodput.mean()
+
+One run, as the simulator plays it (hours of wall clock from the day the capacity is reserved for):
+- capacity is late with `late_probability`, by an exponential delay of mean `late_mean_hours` (the reservation's
+  clock runs all the same);
+- the job trains in cycles of `interval_hours` of training and a save that stalls it `save_seconds` (module 8);
+  stragglers slow the training by `straggler_loss`;
+- failures come at the job's rate (Llama 3's per-node rate times `nodes`, an exponential clock): a share
+  `hang_share` hang and are noticed only when the collective timeout fires (`detection_hours`), the rest at once;
+  then the recovery option's restart (`restart_hours`) and, for a checkpoint restart ("interval"), the work since
+  the last save is redone. Checkpointless ("step") absorbs a failure with half a step redone on average, except the
+  share `unrecoverable_share`, which restarts from the durable save (`durable_restart_hours`);
+- a job ends at its time limit (`job_hours`: SageMaker's 28 days, or the job's MaxRuntime) after a last save, and
+  the next job of the chain pays `start_up_hours`;
+- the reserved window ends (`window_hours`: what was bought, less the 30 minutes in which the plan already ends its
+  instances) whether or not the run is done: the script saves before it, and the run goes on on demand, or on
+  extensions bought `extension_days` at a time at the reserved rate (`fallback`), after a start-up.
+The cost is the reservation (paid in full, used or not), the extensions, and the on-demand hours.
+
+Every rate is an input; `scenario_for` reads them from the modules that own them (catalog, reliability, recovery,
+capacity). Checked against Young/Daly's closed form (reliability.wasted_fraction) and Llama 3's reported effective
+training time (tests/plan/test_simulate.py). Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from fmlab.plan import reliability
+from fmlab.plan.compute import PlanError
+
+HOURS_PER_DAY = 24.0
+# Module 8's measurement: an asynchronous save stalls the saving step 5x (41 MB of state) to 15x (310 MB) less than a
+# synchronous one (benchmarks/checkpoint_stall.py on 2 CPU cores, benchmarks/README.md, 2026-11-25); the simulator
+# takes the smaller ratio.
+SYNC_OVER_ASYNC_STALL = 5.0
+LLAMA3_EFFECTIVE_TRAINING = 0.90  # "higher than 90% effective training time" (Llama 3 paper, section 3.3.4)
+MAX_EVENTS = 100_000  # a bound on the loop: more events than this in one run is a scenario that cannot finish
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything one simulated run depends on; hours unless named otherwise. `inf` turns a limit off."""
+
+    work_hours: float  # training time without failures, saves or stragglers (the planner's days x 24)
+    nodes: int
+    interval_hours: float  # training between two (durable) checkpoints
+    save_seconds: float  # what one save stalls training
+    restart_hours: float  # from a noticed failure to training again (replace, restart, read the checkpoint)
+    loses: str = "interval"  # "interval": back to the last save; "step": checkpointless, half a step redone
+    step_seconds: float = 0.0
+    unrecoverable_share: float = 1.0  # "step": failures it cannot absorb, restarted from the durable save
+    durable_restart_hours: float = 0.0  # "step": the restart of those
+    node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours
+    hang_share: float = 0.0  # failures that hang (noticed after the collective timeout) rather than crash
+    detection_hours: float = field(default_factory=reliability.hang_detection_hours)
+    straggler_loss: float = 0.0  # share of throughput lost to slow nodes
+    job_hours: float = math.inf  # one job's time limit (a chain of jobs beyond it)
+    start_up_hours: float = 1.0  # each job of the chain, and each move to other capacity
+    window_hours: float = math.inf  # the reserved window's usable hours; inf: on demand from the start
+    fallback: str = "on-demand"  # after the window: "on-demand" or "extend"
+    extension_days: int = 1
+    late_probability: float = 0.0
+    late_mean_hours: float = 0.0
+    reserved_usd_per_hour: float = 0.0  # the whole reservation's rate (every instance)
+    on_demand_usd_per_hour: float = 0.0  # the same instances on demand
+    reserved_hours_bought: float = 0.0  # paid up front (the window plus its last 30 minutes, whole days)
+
+    def __post_init__(self):
+        for name in ("work_hours", "interval_hours", "node_mtbf_hours"):
+            if not getattr(self, name) > 0:
+                raise PlanError(f"{name} must be > 0, not {getattr(self, name)!r}")
+        for name in ("save_seconds", "restart_hours", "durable_restart_hours", "detection_hours", "start_up_hours",
+                     "late_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "step_seconds",
+                     "reserved_hours_bought"):
+            if not getattr(self, name) >= 0:
+                raise PlanError(f"{name} must be >= 0, not {getattr(self, name)!r}")
+        for name in ("hang_share", "late_probability", "unrecoverable_share"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise PlanError(f"{name} must be a share from 0 to 1, not {getattr(self, name)!r}")
+        if not 0 <= self.straggler_loss < 1:
+            raise PlanError(f"straggler_loss must be in [0, 1), not {self.straggler_loss!r}")
+        if not isinstance(self.nodes, int) or self.nodes < 1:
+            raise PlanError(f"nodes must be a whole number >= 1, not {self.nodes!r}")
+        if self.loses not in ("interval", "step"):
+            raise PlanError(f"loses must be 'interval' or 'step', not {self.loses!r}")
+        if self.fallback not in ("on-demand", "extend"):
+            raise PlanError(f"fallback must be 'on-demand' or 'extend', not {self.fallback!r}")
+        if not self.job_hours > self.start_up_hours:
+            raise PlanError(f"job_hours ({self.job_hours}) must be longer than the start-up ({self.start_up_hours})")
+        if not self.window_hours > 0 or self.extension_days < 1:
+            raise PlanError("window_hours must be > 0 and extension_days at least 1")
+
+    @property
+    def mtbf_hours(self) -> float:
+        return reliability.job_mtbf_hours(self.nodes, self.node_mtbf_hours)
+
+    def with_(self, **changes) -> Scenario:
+        return replace(self, **changes)
+
+
+@dataclass
+class Outcomes:
+    """Per simulated run (arrays of `runs`): finish, cost and where the time went."""
+
+    scenario: Scenario
+    finish_hours: np.ndarray  # from the reservation's start to the last step
+    cost_usd: np.ndarray
+    failures: np.ndarray
+    lost_hours: np.ndarray  # redone work, detection and restarts
+    save_hours: np.ndarray
+    start_up_hours: np.ndarray  # the start-ups of the chain's jobs and of each move to other capacity
+    late_hours: np.ndarray  # capacity late on the first day
+    on_demand_hours: np.ndarray
+    extensions: np.ndarray  # extensions bought (each extension_days)
+
+    @property
+    def runs(self) -> int:
+        return len(self.finish_hours)
+
+    @property
+    def finish_days(self) -> np.ndarray:
+        return self.finish_hours / HOURS_PER_DAY
+
+    @property
+    def goodput(self) -> np.ndarray:
+        """New training at full speed over the wall clock once the capacity is there (start-ups, saves, failures
+        and stragglers are the rest)."""
+        return self.scenario.work_hours / (self.finish_hours - self.late_hours)
+
+    def p_miss(self, deadline_hours: float) -> float:
+        return float(np.mean(self.finish_hours > deadline_hours))
+
+    def cost_percentile(self, q: float) -> float:
+        return float(np.percentile(self.cost_usd, q))
+
+    def summary(self, deadline_hours: float | None = None) -> dict:
+        out = {"runs": self.runs, "finish days P50": float(np.median(self.finish_days)),
+               "finish days P90": float(np.percentile(self.finish_days, 90)),
+               "cost P50 $": float(np.median(self.cost_usd)), "cost P90 $": self.cost_percentile(90),
+               "failures mean": float(self.failures.mean()), "goodput mean": float(self.goodput.mean())}
+        if deadline_hours is not None:
+            out["P(miss deadline)"] = self.p_miss(deadline_hours)
+        return out
+
+
+def _trained(elapsed: np.ndarray, tau: float, cycle: float) -> np.ndarray:
+    """Training hours in `elapsed` wall hours of cycles that start at a save point (tau training, then a save)."""
+    return tau * np.floor(elapsed / cycle) + np.minimum(np.mod(elapsed, cycle), tau)
+
+
+def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
+    """`runs` independent runs of scenario `s`, all advanced together one event at a time (numpy)."""
+    if not isinstance(runs, int) or runs < 1:
+        raise PlanError(f"runs must be a whole number >= 1, not {runs!r}")
+    rng = np.random.default_rng(seed)
+    work = s.work_hours / (1 - s.straggler_loss)  # stragglers: the same work at a lower rate
+    tau, save = s.interval_hours, s.save_seconds / 3600
+    cycle, mtbf = tau + save, s.mtbf_hours
+
+    late = np.where(rng.random(runs) < s.late_probability, rng.exponential(max(s.late_mean_hours, 1e-12), runs), 0.0)
+    wall = late + s.start_up_hours  # the first job's start-up
+    anchor = np.zeros(runs)  # training hours done at the last save point the cycles count from
+    phase = np.zeros(runs)  # wall hours since that save point
+    in_job = np.full(runs, s.start_up_hours)
+    window_end = np.full(runs, s.window_hours)
+    on_demand_from = np.where(np.isinf(window_end), late, np.inf)  # no window: on demand once capacity is there
+    failures, extensions = np.zeros(runs, dtype=np.int64), np.zeros(runs, dtype=np.int64)
+    lost, saves, start_ups = np.zeros(runs), np.zeros(runs), np.full(runs, s.start_up_hours)
+    active = np.ones(runs, dtype=bool)
+
+    for _ in range(MAX_EVENTS):
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        ph = phase[idx]
+        remaining = work - anchor[idx]
+        full = np.maximum(np.ceil(remaining / tau - 1e-12) - 1, 0)  # cycles (with their saves) before the last
+        to_finish = np.maximum(full * cycle + (remaining - full * tau) - ph, 0.0)
+        to_failure = rng.exponential(mtbf, idx.size)
+        to_end = np.maximum(np.minimum(s.job_hours - in_job[idx], window_end[idx] - wall[idx]), 0.0)
+        dt = np.minimum(np.minimum(to_finish, to_failure), to_end)
+        event = np.where(dt == to_finish, 0, np.where(dt == to_failure, 1, 2))
+        saves[idx] += np.floor((ph + dt) / cycle) - np.floor(ph / cycle)
+        wall[idx] += dt
+        in_job[idx] += dt
+        phase[idx] = ph + dt
+        active[idx[event == 0]] = False
+
+        fail = idx[event == 1]
+        if fail.size:
+            failures[fail] += 1
+            total = phase[fail]
+            absorbed = (rng.random(fail.size) >= s.unrecoverable_share) if s.loses == "step" \
+                else np.zeros(fail.size, dtype=bool)
+            notice = np.where(rng.random(fail.size) < s.hang_share, s.detection_hours, 0.0)
+            restart = np.where(absorbed, s.restart_hours,
+                               s.durable_restart_hours if s.loses == "step" else s.restart_hours)
+            half_step = np.where(absorbed, rng.random(fail.size) * s.step_seconds / 3600, 0.0)
+            back_to = np.floor(total / cycle) * cycle  # the last completed save
+            lost[fail] += notice + restart + half_step + np.where(absorbed, 0.0, total - back_to)
+            anchor[fail] += np.where(absorbed, 0.0, tau * np.floor(total / cycle))
+            phase[fail] = np.where(absorbed, total, 0.0)
+            wall[fail] += notice + restart + half_step
+            in_job[fail] += notice + restart + half_step
+
+        ends = idx[event == 2]
+        if ends.size:  # the job's time limit or the window's end: a last save, then a new job
+            anchor[ends] += _trained(phase[ends], tau, cycle)
+            phase[ends] = 0.0
+            saves[ends] += 1
+            gone = ends[wall[ends] >= window_end[ends] - 1e-9]
+            if gone.size:
+                if s.fallback == "extend":
+                    window_end[gone] += s.extension_days * HOURS_PER_DAY
+                    extensions[gone] += 1
+                else:
+                    on_demand_from[gone] = wall[gone]
+                    window_end[gone] = np.inf
+            wall[ends] += save + s.start_up_hours
+            start_ups[ends] += s.start_up_hours
+            in_job[ends] = s.start_up_hours
+    else:
+        raise PlanError(f"more than {MAX_EVENTS:,} events in one simulated run: the scenario cannot finish (a "
+                        f"failure every {mtbf:.2f} h against a restart of {s.restart_hours:.2f} h?)")
+
+    on_demand = np.where(np.isinf(on_demand_from), 0.0, np.maximum(wall - on_demand_from, 0.0))
+    cost = (s.reserved_usd_per_hour * (s.reserved_hours_bought + extensions * s.extension_days * HOURS_PER_DAY)
+            + s.on_demand_usd_per_hour * on_demand)
+    return Outcomes(s, wall, cost, failures, lost, saves * save, start_ups, late, on_demand, extensions)

@@ -24,7 +24,7 @@ def scenarios() -> dict[str, simulate.Scenario]:
     plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16,
                      parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=16))
     held = capacity.reservation(plan.days)
-    p5 = scenario.scenario_for(plan, reservation=held, region="us-east-1", job_days=28, hang_share=0.1)
+    p5 = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1", job_days=28, hang_share=0.1)
     option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0)[0]
     mtbf = reliability.job_mtbf_hours(2048)
     llama = simulate.Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,

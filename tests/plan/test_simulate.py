@@ -85,7 +85,7 @@ def test_a_plan_with_no_margin_misses_its_deadline_in_most_runs():
     plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16,
                      parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=16))
     held = capacity.reservation(plan.days)
-    s = scenario.scenario_for(plan, reservation=held, region="us-east-1")
+    s = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1")
     bare = s.with_(window_hours=plan.days * 24, reserved_hours_bought=plan.days * 24)
     assert simulate.simulate(bare, runs=2_000, seed=0).p_miss(plan.days * 24) > 0.5
     assert simulate.simulate(s, runs=2_000, seed=0).p_miss(held.days * 24) < 0.1  # module 11's reservation holds
@@ -110,14 +110,14 @@ def test_late_capacity_moves_the_finish_by_its_delay():
 def test_the_scenario_reads_the_owning_modules():
     plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"))
     held = capacity.reservation(plan.days)
-    s = scenario.scenario_for(plan, reservation=held, region="us-east-1", job_days=28, async_save=False)
+    s = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1", job_days=28, async_save=False)
     s3 = recovery.options(plan.checkpoint_gb["training"], 16, scenario.step_seconds(plan))[0]
     assert s.save_seconds == s3.save_seconds and s.restart_hours == s3.restart_hours
     assert s.interval_hours == reliability.daly_interval_hours(s3.save_seconds / 3600, reliability.job_mtbf_hours(16))
     assert s.window_hours == held.days * 24 - capacity.PLAN_END_MINUTES / 60 and s.job_hours == 28 * 24
     assert s.reserved_usd_per_hour == capacity.RESERVED_RATE[("ml.p5.48xlarge", "us-east-1")] * 16
     assert s.on_demand_usd_per_hour == capacity.EC2_ON_DEMAND["ml.p5.48xlarge"] * 16
-    asynchronous = scenario.scenario_for(plan, reservation=held, region="us-east-1")
+    asynchronous = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1")
     assert asynchronous.save_seconds == pytest.approx(s.save_seconds / simulate.SYNC_OVER_ASYNC_STALL)
 
 
@@ -133,7 +133,7 @@ def test_bad_scenarios_say_what_to_change(change, words):
 def test_no_published_rate_is_refused_with_the_regions_that_have_one():
     plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"))
     with pytest.raises(PlanError, match="us-east-1, us-east-2"):
-        scenario.scenario_for(plan, reservation=capacity.reservation(plan.days), region="eu-west-1")
+        scenario.scenario_for(plan, reserved_days=capacity.reservation(plan.days).days, region="eu-west-1")
     with pytest.raises(PlanError, match="no recovery option 'magic'"):
         scenario.scenario_for(plan, option="magic")
     assert math.isinf(scenario.scenario_for(plan).window_hours)  # no reservation: on demand throughout

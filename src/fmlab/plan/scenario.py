@@ -4,7 +4,7 @@
     from fmlab.plan.layout import make_plan
     plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=layout)
     held = capacity.reservation(plan.days)                               # module 11: what to reserve
-    s = scenario.scenario_for(plan, option="checkpoint to S3", reservation=held, region="us-east-1")
+    s = scenario.scenario_for(plan, option="checkpoint to S3", reserved_days=held.days, region="us-east-1")
     simulate.simulate(s).summary(deadline_hours=20 * 24)
 
 Where each input comes from:
@@ -52,14 +52,15 @@ def recovery_option(plan, name: str, assumptions: recovery.Assumptions = ASSUMPT
 
 
 def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: float | None = None,
-                 async_save: bool = True, reservation: capacity.Reservation | None = None, region: str = "",
+                 async_save: bool = True, reserved_days: int | None = None, region: str = "",
                  fallback: str = "on-demand", job_days: float | None = None,
                  assumptions: recovery.Assumptions = ASSUMPTIONS, global_batch_tokens: float | None = None,
                  hang_share: float = 0.0, collective_timeout_s: float = 80.0, straggler_loss: float = 0.0,
-                 late_probability: float = 0.0, late_mean_hours: float = 0.0) -> Scenario:
+                 late_probability: float = 0.0, late_mean_hours: float = 0.0,
+                 fallback_wait_mean_hours: float = 0.0) -> Scenario:
     """The simulator's scenario for `plan` with the choices a learner makes: recovery option, interval (default:
-    Daly's), synchronous or asynchronous saves, the reservation (None: on demand throughout) in `region`, what
-    happens after it, the job limit (None: one job, as on HyperPod)."""
+    Daly's), synchronous or asynchronous saves, the days reserved (None: on demand throughout) in `region`, what
+    happens after them, the job limit (None: one job, as on HyperPod)."""
     chosen = recovery_option(plan, option, assumptions, global_batch_tokens)
     save = chosen.save_seconds / (SYNC_OVER_ASYNC_STALL if async_save else 1.0)
     mtbf = reliability.job_mtbf_hours(plan.instances)
@@ -68,16 +69,16 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         interval_hours = reliability.daly_interval_hours(max(save, 1e-6) / 3600, rare)
     on_demand_rate = capacity.EC2_ON_DEMAND.get(plan.instance, math.nan) * plan.instances
     window, bought, reserved_rate = math.inf, 0.0, 0.0
-    if reservation is not None:
+    if reserved_days is not None:
         rate = capacity.RESERVED_RATE.get((plan.instance, region))
         if rate is None:
             known = sorted(r for i, r in capacity.RESERVED_RATE if i == plan.instance)
             raise PlanError(f"no published reserved rate for {plan.instance} in {region or '(no Region given)'}: "
                             f"choose one of {', '.join(known) or 'none (this type has no published rate)'}")
-        bought = reservation.days * 24.0
+        bought = reserved_days * 24.0
         window = bought - capacity.PLAN_END_MINUTES / 60
         reserved_rate = rate * capacity.plan_count(plan.instances)
-    if math.isnan(on_demand_rate) and (reservation is None or fallback == "on-demand"):
+    if math.isnan(on_demand_rate) and (reserved_days is None or fallback == "on-demand"):
         raise PlanError(f"no EC2 on-demand price for {plan.instance} to price the on-demand hours with")
     return Scenario(
         work_hours=plan.days * 24, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
@@ -86,6 +87,7 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         durable_restart_hours=chosen.durable_restart_hours, hang_share=hang_share,
         detection_hours=reliability.hang_detection_hours(collective_timeout_s), straggler_loss=straggler_loss,
         job_hours=job_days * 24 if job_days else math.inf, start_up_hours=capacity.START_UP_HOURS,
-        window_hours=window, fallback=fallback, late_probability=late_probability, late_mean_hours=late_mean_hours,
+        window_hours=window, fallback=fallback, fallback_wait_mean_hours=fallback_wait_mean_hours,
+        late_probability=late_probability, late_mean_hours=late_mean_hours,
         reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
         else on_demand_rate, reserved_hours_bought=bought)

@@ -20,7 +20,9 @@ One run, as the simulator plays it (hours of wall clock from the day the capacit
   the next job of the chain pays `start_up_hours`;
 - the reserved window ends (`window_hours`: what was bought, less the 30 minutes in which the plan already ends its
   instances) whether or not the run is done: the script saves before it, and the run goes on on demand, or on
-  extensions bought `extension_days` at a time at the reserved rate (`fallback`), after a start-up.
+  extensions bought `extension_days` at a time at the reserved rate (`fallback`), once that capacity is there (an
+  exponential wait of mean `fallback_wait_mean_hours`: 16 p5 on demand are rarely free at once) and after a
+  start-up.
 The cost is the reservation (paid in full, used or not), the extensions, and the on-demand hours.
 
 Every rate is an input; `scenario_for` reads them from the modules that own them (catalog, reliability, recovery,
@@ -69,6 +71,7 @@ class Scenario:
     window_hours: float = math.inf  # the reserved window's usable hours; inf: on demand from the start
     fallback: str = "on-demand"  # after the window: "on-demand" or "extend"
     extension_days: int = 1
+    fallback_wait_mean_hours: float = 0.0  # from the window's end until the fallback's capacity is there
     late_probability: float = 0.0
     late_mean_hours: float = 0.0
     reserved_usd_per_hour: float = 0.0  # the whole reservation's rate (every instance)
@@ -80,7 +83,7 @@ class Scenario:
             if not getattr(self, name) > 0:
                 raise PlanError(f"{name} must be > 0, not {getattr(self, name)!r}")
         for name in ("save_seconds", "restart_hours", "durable_restart_hours", "detection_hours", "start_up_hours",
-                     "late_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "step_seconds",
+                     "late_mean_hours", "fallback_wait_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "step_seconds",
                      "reserved_hours_bought"):
             if not getattr(self, name) >= 0:
                 raise PlanError(f"{name} must be >= 0, not {getattr(self, name)!r}")
@@ -120,6 +123,7 @@ class Outcomes:
     save_hours: np.ndarray
     start_up_hours: np.ndarray  # the start-ups of the chain's jobs and of each move to other capacity
     late_hours: np.ndarray  # capacity late on the first day
+    waited_hours: np.ndarray  # waiting for the fallback's capacity after the window
     on_demand_hours: np.ndarray
     extensions: np.ndarray  # extensions bought (each extension_days)
 
@@ -135,7 +139,7 @@ class Outcomes:
     def goodput(self) -> np.ndarray:
         """New training at full speed over the wall clock once the capacity is there (start-ups, saves, failures
         and stragglers are the rest)."""
-        return self.scenario.work_hours / (self.finish_hours - self.late_hours)
+        return self.scenario.work_hours / (self.finish_hours - self.late_hours - self.waited_hours)
 
     def p_miss(self, deadline_hours: float) -> float:
         return float(np.mean(self.finish_hours > deadline_hours))
@@ -175,7 +179,7 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     window_end = np.full(runs, s.window_hours)
     on_demand_from = np.where(np.isinf(window_end), late, np.inf)  # no window: on demand once capacity is there
     failures, extensions = np.zeros(runs, dtype=np.int64), np.zeros(runs, dtype=np.int64)
-    lost, saves, start_ups = np.zeros(runs), np.zeros(runs), np.full(runs, s.start_up_hours)
+    lost, saves, start_ups, waited = np.zeros(runs), np.zeros(runs), np.full(runs, s.start_up_hours), np.zeros(runs)
     active = np.ones(runs, dtype=bool)
 
     for _ in range(MAX_EVENTS):
@@ -220,8 +224,11 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
             saves[ends] += 1
             gone = ends[wall[ends] >= window_end[ends] - 1e-9]
             if gone.size:
+                wait = rng.exponential(s.fallback_wait_mean_hours, gone.size) if s.fallback_wait_mean_hours else 0.0
+                waited[gone] += wait
+                wall[gone] += wait
                 if s.fallback == "extend":
-                    window_end[gone] += s.extension_days * HOURS_PER_DAY
+                    window_end[gone] = wall[gone] + save + s.extension_days * HOURS_PER_DAY
                     extensions[gone] += 1
                 else:
                     on_demand_from[gone] = wall[gone]
@@ -236,4 +243,4 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     on_demand = np.where(np.isinf(on_demand_from), 0.0, np.maximum(wall - on_demand_from, 0.0))
     cost = (s.reserved_usd_per_hour * (s.reserved_hours_bought + extensions * s.extension_days * HOURS_PER_DAY)
             + s.on_demand_usd_per_hour * on_demand)
-    return Outcomes(s, wall, cost, failures, lost, saves * save, start_ups, late, on_demand, extensions)
+    return Outcomes(s, wall, cost, failures, lost, saves * save, start_ups, late, waited, on_demand, extensions)

@@ -30,8 +30,8 @@ MAINTAINER = re.compile(
     r"boto3|botocore|neuronx[-\w]*|reveal\.js|katex|accelerate|datasets|python)\s+v?\d+\.\d+", re.IGNORECASE)
 
 
-def test_decks_01_to_11_are_all_here():
-    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
+def test_decks_01_to_12_are_all_here():
+    assert [p.name[:2] for p in DECKS] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"]
 
 
 @pytest.mark.parametrize("path", DECKS, ids=lambda p: p.name[:2])

@@ -179,3 +179,29 @@ def wasted_time_vs_interval(save_hours: float, mtbf_hours: float, restart_hours:
     ax.set_title(f"save {save_hours * 3600:.0f} s, one interruption every {mtbf_hours:.0f} h")
     ax.legend(fontsize=8)
     return ax
+
+
+def run_outcomes(outcomes, deadline_days: float, budget_usd: float, title: str = ""):
+    """The simulated runs of module 12: the finish date's histogram against the deadline, and the cost's cumulative
+    distribution against the budget (P90 marked)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    left.hist(outcomes.finish_days, bins=60, color="#4c72b0")
+    left.axvline(deadline_days, color="#c44e52", linestyle="--", label=f"deadline {deadline_days:g} days")
+    left.set(xlabel="finish (days from the first reserved day)", ylabel="simulated runs",
+             title=f"P(miss) = {outcomes.p_miss(deadline_days * 24):.1%}")
+    left.legend()
+    cost = np.sort(outcomes.cost_usd) / 1e3
+    right.plot(cost, np.arange(1, len(cost) + 1) / len(cost), color="#4c72b0")
+    p90 = outcomes.cost_percentile(90) / 1e3
+    right.axvline(budget_usd / 1e3, color="#c44e52", linestyle="--", label=f"budget ${budget_usd / 1e3:,.0f}k")
+    right.axvline(p90, color="#55a868", linestyle=":", label=f"P90 ${p90:,.0f}k")
+    right.set(xlabel="cost (thousand USD, EC2 prices)", ylabel="share of runs at or below", ylim=(0, 1.02),
+              title="cost, cumulative")
+    right.legend(loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

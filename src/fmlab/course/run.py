@@ -153,7 +153,7 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
 # Seconds each took on the 2-core reference machine (make course, one at a time): only the order of a parallel
 # run depends on them. A notebook not listed counts as 20 s.
 EXPECTED_SECONDS = {"10_": 60, "08_checkpointing": 45, "08_retries": 38, "07_": 45, "lab_07": 35, "lab_08b": 35,
-                    "03_": 30, "11_": 30, "lab_11": 27, "lab_03": 22, "09_": 25, "05_": 25, "02_": 20, "lab_09": 11}
+                    "03_": 30, "11_": 30, "lab_11": 27, "lab_03": 22, "09_": 25, "05_": 25, "02_": 20, "lab_09": 11, "12_": 12, "lab_12": 12}
 
 
 def _expected_seconds(nb: Path) -> float:

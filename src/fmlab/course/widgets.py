@@ -92,3 +92,53 @@ def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instanc
         control.observe(update, names="value")
     update()
     return w.HBox([w.VBox(list(controls.values())), result])
+
+
+def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
+    """Module 12: the plan's interval, recovery option, margin and nodes as controls; each change re-plans (layout by
+    module 6's rule, reservation by module 11's) and re-simulates `runs` runs (well under a second)."""
+    import dataclasses
+
+    import ipywidgets as w
+
+    from fmlab.plan import capacity, capstone
+    from fmlab.plan.compute import PlanError
+    from fmlab.plan.layout import candidates, choose, make_plan
+
+    style, layout = {"description_width": "170px"}, w.Layout(width="440px")
+    daly = capstone.scenario_of(run, brief).interval_hours
+    controls = {
+        "interval": w.FloatLogSlider(value=daly, base=10, min=-2, max=1.3, step=0.05, readout_format=".2f",
+                                     description="Checkpoint interval (h)", style=style, layout=layout),
+        "recovery": w.Dropdown(options=["checkpoint to S3", "tiered: memory, then S3", "checkpointless"],
+                               value=run.recovery, description="Recovery option", style=style, layout=layout),
+        "margin": w.FloatSlider(value=capacity.JOB_MARGIN, min=1.0, max=2.0, step=0.05, description="Margin (x run)",
+                                style=style, layout=layout),
+        "nodes": w.Dropdown(options=[n for n in capacity.PLAN_COUNTS if 4 <= n <= brief.max_nodes], value=run.nodes,
+                            description="Instances", style=style, layout=layout),
+    }
+    result = w.HTML()
+
+    def update(_=None):
+        c = {k: v.value for k, v in controls.items()}
+        try:
+            parallel = choose(candidates(brief.model, brief.tokens, run.instance, c["nodes"]))["parallel"]
+            plan = make_plan(brief.model, brief.tokens, run.instance, c["nodes"], parallel=parallel, suggest=False)
+            days = capacity.reservation(plan.days, margin=c["margin"], kind=run.reservation_kind).days
+        except PlanError as e:
+            result.value = f"<b>cannot be planned:</b> {e}"
+            return
+        changed = dataclasses.replace(run, nodes=c["nodes"], parallel=parallel, reserved_days=days,
+                                      global_batch=parallel.dp(plan.devices) * run.micro_batch,
+                                      interval_hours=c["interval"], recovery=c["recovery"])
+        g = capstone.grade(changed, brief, seeds=(seed,), runs=runs)
+        verdict = "passes" if g.passed else "fails: " + "; ".join(g.problems + g.failed)
+        result.value = (f"<b>{c['nodes']} x {run.instance}</b>, {parallel.label}, {days} days reserved<br>"
+                        f"P(miss the {brief.deadline_days:g}-day deadline) <b>{g.p_miss:.1%}</b><br>"
+                        f"P{capstone.P_COST} cost <b>${g.cost_p90:,.0f}</b> (budget ${brief.budget_usd:,.0f})<br>"
+                        f"goodput {g.goodput:.2%}<br>{verdict}")
+
+    for control in controls.values():
+        control.observe(update, names="value")
+    update()
+    return w.HBox([w.VBox(list(controls.values())), result])

@@ -204,3 +204,35 @@ def reference_plan(brief: Brief, margin: float = capacity.JOB_MARGIN) -> RunPlan
         raise PlanError(f"no plan meets the brief '{brief.name}': {'; '.join(tried[-4:])}")
     return best
 
+
+
+def variations(run: RunPlan, brief: Brief, seed: int = 1, runs: int = RUNS) -> list[dict]:
+    """What each decision bought: the plan, then one decision changed at a time, each simulated under the same seed
+    (P(miss), P90 cost, mean goodput, and the reserved days and dollars paid up front)."""
+    plan = _plan_of(run, brief)
+    changes = [("the plan as it is", {})]
+    for margin in (1.0, 1.5):
+        try:
+            days = capacity.reservation(plan.days, margin=margin, kind=run.reservation_kind).days
+        except PlanError:
+            continue
+        changes.append((f"reservation at margin x{margin:g} ({days} days)", {"reserved_days": days}))
+    daly = scenario_of(run, brief).interval_hours
+    for hours in (daly / 4, daly * 4):
+        changes.append((f"checkpoint every {hours:.2f} h (Daly: {daly:.2f} h)", {"interval_hours": hours}))
+    changes.append(("synchronous saves", {"async_save": False}))
+    for option in ("tiered: memory, then S3", "checkpointless"):
+        if option != run.recovery:
+            changes.append((f"recovery: {option}", {"recovery": option}))
+    changes.append((f"fallback: {'extend' if run.fallback == 'on-demand' else 'on-demand'}",
+                    {"fallback": "extend" if run.fallback == "on-demand" else "on-demand"}))
+    rows = []
+    for label, change in changes:
+        changed = RunPlan(**{**vars(run), **change})
+        g = grade(changed, brief, seeds=(seed,), runs=runs)
+        rate = capacity.RESERVED_RATE.get((changed.instance, changed.region), math.nan)
+        rows.append({"choice": label, "passes": g.passed, "P(miss)": g.p_miss, f"P{P_COST} cost $": g.cost_p90,
+                     "goodput": g.goodput, "reserved days": changed.reserved_days,
+                     "paid up front $": rate * changed.nodes * 24 * changed.reserved_days,
+                     "why not": "; ".join(g.problems + g.failed)})
+    return rows

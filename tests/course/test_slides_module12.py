@@ -1,0 +1,44 @@
+"""Deck 12's numbers are the package's: each claim the deck makes is recomputed here and must read as the deck says."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from fmlab.plan import capacity, capstone, recovery, reliability, simulate
+from fmlab.plan.layout import checkpoint_gb
+
+DECK = (Path(__file__).resolve().parents[2] / "slides" / "12_capstone.md").read_text()
+
+
+def test_the_failure_rates_the_deck_quotes():
+    assert "16 nodes, one every ~400 hours" in DECK and round(reliability.job_mtbf_hours(16), -2) == 400
+    assert "2,048 nodes, one every ~3 hours" in DECK and round(reliability.job_mtbf_hours(2048)) == 3
+
+
+def test_the_closed_form_and_llama_3_figures_the_deck_quotes():
+    s = simulate.Scenario(work_hours=20_000, nodes=16, interval_hours=2.0, save_seconds=180, restart_hours=0.25,
+                          start_up_hours=0.0)
+    waste = 1 - s.work_hours * 10_000 / simulate.simulate(s, runs=10_000, seed=1).finish_hours.sum()
+    closed = reliability.wasted_fraction(2.0, 180 / 3600, s.mtbf_hours, 0.25)
+    assert "within 0.3%" in DECK and abs(waste / closed - 1) < 0.003
+    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, 10.0)[0]
+    mtbf = reliability.job_mtbf_hours(2048)
+    llama = simulate.Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
+                              interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
+                              restart_hours=option.restart_hours, start_up_hours=0.0)
+    assert "90.8% effective training time" in DECK
+    assert f"{simulate.simulate(llama, runs=10_000, seed=0).goodput.mean():.1%}" == "90.8%"
+
+
+def test_the_margin_slide_reads_the_simulation():
+    brief = capstone.BRIEFS["gpt-30b"]
+    ref = capstone.reference_plan(brief)
+    bare = replace(ref, reserved_days=13)
+    rate = capacity.RESERVED_RATE[(ref.instance, ref.region)] * ref.nodes * 24
+    assert "13 days hold the run's 12.9" in DECK and "about $45k up front" in DECK
+    assert (ref.reserved_days - bare.reserved_days) * rate == pytest.approx(45_000, rel=0.02)
+    outlive = simulate.simulate(capstone.scenario_of(bare, brief), runs=4000, seed=1).waited_hours > 0
+    assert "about half of the runs outlive" in DECK and 0.45 < outlive.mean() < 0.6
+    assert "about a third miss" in DECK and 0.28 < capstone.grade(bare, brief, seeds=(1,)).p_miss < 0.42
+    assert "P(miss) under 1%" in DECK and capstone.grade(ref, brief, seeds=(1,)).p_miss < 0.01

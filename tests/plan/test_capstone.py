@@ -75,3 +75,9 @@ def test_the_briefs_chances_are_the_courses_stated_assumptions():
         assert (b.hang_share, b.late_probability, b.fallback_wait_mean_hours) == (
             capstone.HANG_SHARE, capstone.LATE_PROBABILITY, capstone.FALLBACK_WAIT_MEAN_HOURS)
     assert capacity.PLAN_COUNTS[-1] >= max(b.max_nodes for b in capstone.BRIEFS.values())
+
+
+def test_without_an_evaluation_gate_the_spikes_cost_the_deadline(brief):
+    ungated = replace(capstone.reference_plan(brief), eval_every_hours=None)
+    g = capstone.grade(ungated, brief)
+    assert not g.passed and g.p_miss > capstone.MAX_MISS

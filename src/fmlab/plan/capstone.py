@@ -6,9 +6,10 @@
     capstone.problems(plan, brief)                        # [] when it fits, can be bought and holds its batch
     grade = capstone.grade(plan, brief, seeds=(1, 2))     # simulated: P(miss the deadline), P90 cost, verdict
 
-A plan is five decisions: the instances and layout (modules 1, 5-7: it must fit, by the planner), the global batch
+A plan is six decisions: the instances and layout (modules 1, 5-7: it must fit, by the planner), the global batch
 (module 6's limit), the reservation (module 11: a count and days that can be bought, in a Region with a published
-rate), the checkpoint interval and the recovery option (modules 8 and 11). `grade` simulates the run
+rate), the checkpoint interval and the recovery option (modules 8 and 11), and the evaluation gate (modules 7 and
+10: how often the held-out loss is checked, so that a loss spike is rolled back early). `grade` simulates the run
 (`fmlab.plan.simulate`) under the brief's chances and passes it when P(miss the deadline) is at most
 `MAX_MISS` and the 90th-percentile cost is within the budget. Torch-free.
 """
@@ -32,6 +33,7 @@ RUNS = 4_000  # simulated runs per seed
 HANG_SHARE = 0.1  # failures that hang (noticed at the collective timeout) rather than crash
 LATE_PROBABILITY, LATE_MEAN_HOURS = 0.1, 24.0  # capacity (or a healthy cluster) not there on the first day
 FALLBACK_WAIT_MEAN_HOURS = 7 * 24.0  # after the reservation: 16+ instances on demand, or an extension, take days
+SPIKES_PER_RUN = 4.0  # loss spikes to roll back in one run: a fifth of PaLM 540B's 20, for far smaller models
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Brief:
     late_probability: float = LATE_PROBABILITY
     late_mean_hours: float = LATE_MEAN_HOURS
     fallback_wait_mean_hours: float = FALLBACK_WAIT_MEAN_HOURS
+    spikes_per_run: float = SPIKES_PER_RUN
 
     @property
     def deadline_hours(self) -> float:
@@ -65,7 +68,7 @@ BRIEFS = {
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What a learner hands in: the five decisions."""
+    """What a learner hands in: the six decisions."""
 
     instance: str
     nodes: int
@@ -79,6 +82,7 @@ class RunPlan:
     interval_hours: float | None = None  # None: Daly's optimum for the option's save
     async_save: bool = True
     fallback: str = "on-demand"  # after the reservation: "on-demand" or "extend"
+    eval_every_hours: float | None = 1.0  # module 10's held-out gate during the run (None: no gate)
     notes: dict = field(default_factory=dict, compare=False)  # what the learner wants to say about it
 
 
@@ -134,7 +138,8 @@ def scenario_of(run: RunPlan, brief: Brief) -> simulate.Scenario:
         reserved_days=run.reserved_days, region=run.region, fallback=run.fallback, job_days=brief.job_days,
         global_batch_tokens=run.global_batch * plan.seq_len, hang_share=brief.hang_share,
         late_probability=brief.late_probability, late_mean_hours=brief.late_mean_hours,
-        fallback_wait_mean_hours=brief.fallback_wait_mean_hours)
+        fallback_wait_mean_hours=brief.fallback_wait_mean_hours, eval_every_hours=run.eval_every_hours,
+        spikes_per_run=brief.spikes_per_run)
 
 
 @dataclass
@@ -221,6 +226,8 @@ def variations(run: RunPlan, brief: Brief, seed: int = 1, runs: int = RUNS) -> l
     for hours in (daly / 4, daly * 4):
         changes.append((f"checkpoint every {hours:.2f} h (Daly: {daly:.2f} h)", {"interval_hours": hours}))
     changes.append(("synchronous saves", {"async_save": False}))
+    changes.append(("no evaluation gate (a person notices a spike)", {"eval_every_hours": None}))
+    changes.append(("evaluation gate every 8 h", {"eval_every_hours": 8.0}))
     for option in ("tiered: memory, then S3", "checkpointless"):
         if option != run.recovery:
             changes.append((f"recovery: {option}", {"recovery": option}))

@@ -14,6 +14,10 @@ Where each input comes from:
 - the recovery option, its save, restart and memory: module 11 (`recovery.options` and its `Assumptions`); an
   asynchronous save stalls `simulate.SYNC_OVER_ASYNC_STALL` times less (module 8's measurement);
 - the checkpoint interval: Daly's optimum for that save and rate unless given (module 8);
+- loss spikes: `spikes_per_run` of them on average (PaLM 540B saw about 20, `simulate.PALM_SPIKES`; the caller
+  says how many it expects), caught by module 10's held-out gate every `eval_every_hours` (each evaluation of
+  `eval_tokens` costs forward passes at a third of a training step's cost per token), or after
+  `simulate.UNWATCHED_HOURS` without one;
 - the job chain: `job_days`, e.g. SageMaker's 28-day limit (`fmlab.service.rules.MAX_RUNTIME_SECONDS`, passed in by
   the caller: the plan floor does not import the service layer), and the start-up allowance
   (`capacity.START_UP_HOURS`); HyperPod runs one long job (`job_days=None`, the default);
@@ -57,10 +61,12 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
                  assumptions: recovery.Assumptions = ASSUMPTIONS, global_batch_tokens: float | None = None,
                  hang_share: float = 0.0, collective_timeout_s: float = 80.0, straggler_loss: float = 0.0,
                  late_probability: float = 0.0, late_mean_hours: float = 0.0,
-                 fallback_wait_mean_hours: float = 0.0) -> Scenario:
+                 fallback_wait_mean_hours: float = 0.0, eval_every_hours: float | None = None,
+                 eval_tokens: float = 10e6, spikes_per_run: float = 0.0) -> Scenario:
     """The simulator's scenario for `plan` with the choices a learner makes: recovery option, interval (default:
     Daly's), synchronous or asynchronous saves, the days reserved (None: on demand throughout) in `region`, what
-    happens after them, the job limit (None: one job, as on HyperPod)."""
+    happens after them, the job limit (None: one job, as on HyperPod), the evaluation gate's interval (None: no
+    gate)."""
     chosen = recovery_option(plan, option, assumptions, global_batch_tokens)
     save = chosen.save_seconds / (SYNC_OVER_ASYNC_STALL if async_save else 1.0)
     mtbf = reliability.job_mtbf_hours(plan.instances)
@@ -80,6 +86,9 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         reserved_rate = rate * capacity.plan_count(plan.instances)
     if math.isnan(on_demand_rate) and (reserved_days is None or fallback == "on-demand"):
         raise PlanError(f"no EC2 on-demand price for {plan.instance} to price the on-demand hours with")
+    tokens_per_hour = plan.tokens / (plan.days * 24)
+    spike_hours = plan.days * 24 / spikes_per_run if spikes_per_run > 0 else math.inf
+    eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token
     return Scenario(
         work_hours=plan.days * 24, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
         restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds,
@@ -90,4 +99,5 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         window_hours=window, fallback=fallback, fallback_wait_mean_hours=fallback_wait_mean_hours,
         late_probability=late_probability, late_mean_hours=late_mean_hours,
         reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
-        else on_demand_rate, reserved_hours_bought=bought)
+        else on_demand_rate, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
+        eval_every_hours=eval_every_hours or math.inf, eval_seconds=eval_seconds)

@@ -16,6 +16,9 @@ One run, as the simulator plays it (hours of wall clock from the day the capacit
   then the recovery option's restart (`restart_hours`) and, for a checkpoint restart ("interval"), the work since
   the last save is redone. Checkpointless ("step") absorbs a failure with half a step redone on average, except the
   share `unrecoverable_share`, which restarts from the durable save (`durable_restart_hours`);
+- the loss diverges now and then (`spike_mean_hours` of training between spikes); the evaluation gate notices it at
+  its next held-out evaluation (every `eval_every_hours`, each stalling training `eval_seconds`; without a gate,
+  after `unwatched_hours`), and the run rolls back to the last save before the spike and restarts;
 - a job ends at its time limit (`job_hours`: SageMaker's 28 days, or the job's MaxRuntime) after a last save, and
   the next job of the chain pays `start_up_hours`;
 - the reserved window ends (`window_hours`: what was bought, less the 30 minutes in which the plan already ends its
@@ -46,6 +49,10 @@ HOURS_PER_DAY = 24.0
 # takes the smaller ratio.
 SYNC_OVER_ASYNC_STALL = 5.0
 LLAMA3_EFFECTIVE_TRAINING = 0.90  # "higher than 90% effective training time" (Llama 3 paper, section 3.3.4)
+# Loss spikes: PaLM 540B "observed spikes in the loss roughly 20 times during training" (Chowdhery et al., "PaLM:
+# Scaling Language Modeling with Pathways", 2022, section 5.1): the published reference for how many a run may see.
+PALM_SPIKES = 20
+UNWATCHED_HOURS = 12.0  # assumed: without a gate, a person notices a diverged loss within half a day
 MAX_EVENTS = 100_000  # a bound on the loop: more events than this in one run is a scenario that cannot finish
 
 
@@ -72,6 +79,10 @@ class Scenario:
     fallback: str = "on-demand"  # after the window: "on-demand" or "extend"
     extension_days: int = 1
     fallback_wait_mean_hours: float = 0.0  # from the window's end until the fallback's capacity is there
+    spike_mean_hours: float = math.inf  # training hours between loss spikes (inf: none)
+    eval_every_hours: float = math.inf  # the gate's held-out evaluation interval (inf: no gate)
+    eval_seconds: float = 0.0  # what one evaluation stalls training
+    unwatched_hours: float = UNWATCHED_HOURS  # without a gate: until a spike is noticed
     late_probability: float = 0.0
     late_mean_hours: float = 0.0
     reserved_usd_per_hour: float = 0.0  # the whole reservation's rate (every instance)
@@ -83,7 +94,7 @@ class Scenario:
             if not getattr(self, name) > 0:
                 raise PlanError(f"{name} must be > 0, not {getattr(self, name)!r}")
         for name in ("save_seconds", "restart_hours", "durable_restart_hours", "detection_hours", "start_up_hours",
-                     "late_mean_hours", "fallback_wait_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "step_seconds",
+                     "late_mean_hours", "fallback_wait_mean_hours", "eval_seconds", "unwatched_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "step_seconds",
                      "reserved_hours_bought"):
             if not getattr(self, name) >= 0:
                 raise PlanError(f"{name} must be >= 0, not {getattr(self, name)!r}")
@@ -100,6 +111,8 @@ class Scenario:
             raise PlanError(f"fallback must be 'on-demand' or 'extend', not {self.fallback!r}")
         if not self.job_hours > self.start_up_hours:
             raise PlanError(f"job_hours ({self.job_hours}) must be longer than the start-up ({self.start_up_hours})")
+        if not (self.spike_mean_hours > 0 and self.eval_every_hours > 0):
+            raise PlanError("spike_mean_hours and eval_every_hours must be > 0 (inf: no spikes, no gate)")
         if not self.window_hours > 0 or self.extension_days < 1:
             raise PlanError("window_hours must be > 0 and extension_days at least 1")
 
@@ -119,6 +132,7 @@ class Outcomes:
     finish_hours: np.ndarray  # from the reservation's start to the last step
     cost_usd: np.ndarray
     failures: np.ndarray
+    spikes: np.ndarray  # loss spikes rolled back
     lost_hours: np.ndarray  # redone work, detection and restarts
     save_hours: np.ndarray
     start_up_hours: np.ndarray  # the start-ups of the chain's jobs and of each move to other capacity
@@ -151,7 +165,8 @@ class Outcomes:
         out = {"runs": self.runs, "finish days P50": float(np.median(self.finish_days)),
                "finish days P90": float(np.percentile(self.finish_days, 90)),
                "cost P50 $": float(np.median(self.cost_usd)), "cost P90 $": self.cost_percentile(90),
-               "failures mean": float(self.failures.mean()), "goodput mean": float(self.goodput.mean())}
+               "failures mean": float(self.failures.mean()), "spikes mean": float(self.spikes.mean()),
+               "goodput mean": float(self.goodput.mean())}
         if deadline_hours is not None:
             out["P(miss deadline)"] = self.p_miss(deadline_hours)
         return out
@@ -168,6 +183,8 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
         raise PlanError(f"runs must be a whole number >= 1, not {runs!r}")
     rng = np.random.default_rng(seed)
     work = s.work_hours / (1 - s.straggler_loss)  # stragglers: the same work at a lower rate
+    if math.isfinite(s.eval_every_hours):
+        work *= 1 + s.eval_seconds / 3600 / s.eval_every_hours  # the gate's evaluations stall training
     tau, save = s.interval_hours, s.save_seconds / 3600
     cycle, mtbf = tau + save, s.mtbf_hours
 
@@ -179,6 +196,8 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     window_end = np.full(runs, s.window_hours)
     on_demand_from = np.where(np.isinf(window_end), late, np.inf)  # no window: on demand once capacity is there
     failures, extensions = np.zeros(runs, dtype=np.int64), np.zeros(runs, dtype=np.int64)
+    spikes = np.zeros(runs, dtype=np.int64)
+    spike_mean = s.spike_mean_hours * (1 + save / tau)  # in wall hours of training cycles
     lost, saves, start_ups, waited = np.zeros(runs), np.zeros(runs), np.full(runs, s.start_up_hours), np.zeros(runs)
     active = np.ones(runs, dtype=bool)
 
@@ -192,8 +211,9 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
         to_finish = np.maximum(full * cycle + (remaining - full * tau) - ph, 0.0)
         to_failure = rng.exponential(mtbf, idx.size)
         to_end = np.maximum(np.minimum(s.job_hours - in_job[idx], window_end[idx] - wall[idx]), 0.0)
-        dt = np.minimum(np.minimum(to_finish, to_failure), to_end)
-        event = np.where(dt == to_finish, 0, np.where(dt == to_failure, 1, 2))
+        to_spike = rng.exponential(spike_mean, idx.size) if math.isfinite(spike_mean) else np.full(idx.size, np.inf)
+        dt = np.minimum(np.minimum(np.minimum(to_finish, to_failure), to_end), to_spike)
+        event = np.where(dt == to_finish, 0, np.where(dt == to_failure, 1, np.where(dt == to_spike, 3, 2)))
         saves[idx] += np.floor((ph + dt) / cycle) - np.floor(ph / cycle)
         wall[idx] += dt
         in_job[idx] += dt
@@ -216,6 +236,19 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
             phase[fail] = np.where(absorbed, total, 0.0)
             wall[fail] += notice + restart + half_step
             in_job[fail] += notice + restart + half_step
+
+        spiked = idx[event == 3]
+        if spiked.size:  # noticed at the next evaluation (or by a person), rolled back to the save before it
+            spikes[spiked] += 1
+            total = phase[spiked]
+            notice = (rng.random(spiked.size) * s.eval_every_hours if math.isfinite(s.eval_every_hours)
+                      else np.full(spiked.size, s.unwatched_hours))
+            back_to = np.floor(total / cycle) * cycle
+            lost[spiked] += total - back_to + notice + s.restart_hours
+            anchor[spiked] += tau * np.floor(total / cycle)
+            phase[spiked] = 0.0
+            wall[spiked] += notice + s.restart_hours
+            in_job[spiked] += notice + s.restart_hours
 
         ends = idx[event == 2]
         if ends.size:  # the job's time limit or the window's end: a last save, then a new job
@@ -243,4 +276,5 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     on_demand = np.where(np.isinf(on_demand_from), 0.0, np.maximum(wall - on_demand_from, 0.0))
     cost = (s.reserved_usd_per_hour * (s.reserved_hours_bought + extensions * s.extension_days * HOURS_PER_DAY)
             + s.on_demand_usd_per_hour * on_demand)
-    return Outcomes(s, wall, cost, failures, lost, saves * save, start_ups, late, waited, on_demand, extensions)
+    return Outcomes(s, wall, cost, failures, spikes, lost, saves * save, start_ups, late, waited, on_demand,
+                    extensions)

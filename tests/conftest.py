@@ -101,9 +101,24 @@ def no_aws_credentials(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def course_requests():
-    """Every course job's CreateTrainingJob request, captured once per test process (each capture is ~2 s of moto).
-    Tests read them; none may change them."""
+def course_requests(tmp_path_factory):
+    """Every course job's CreateTrainingJob request, captured once per test run (each capture is ~2 s of moto): under
+    xdist the first worker to need them writes them, as JSON, beside the workers' temporary folders, and the others
+    read that file (a lock file orders them). Tests read them; none may change them."""
+    import fcntl
+    import json
+
     from fmlab.course_jobs import COURSE_JOBS, course_request
 
-    return {name: course_request(name) for name in COURSE_JOBS}
+    def capture():
+        return {name: course_request(name) for name in COURSE_JOBS}
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return capture()
+    shared = tmp_path_factory.getbasetemp().parent  # the same folder for every worker of this run
+    cache = shared / "course_requests.json"
+    with open(shared / "course_requests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cache.is_file():
+            cache.write_text(json.dumps(capture()))
+        return json.loads(cache.read_text())

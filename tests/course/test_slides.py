@@ -240,7 +240,8 @@ def test_a_deck_with_a_figure_builds_its_svg_beside_the_page(tmp_path):
 def test_an_unknown_figure_fails_the_build_and_names_the_known_ones(tmp_path, capsys):
     text = "# Deck\n\n---\n\n## Two\n\n--\n\n## Below\n\n![oops](figure:gpt30b_memroy)\n"
     with pytest.raises(DeckError, match=r"09_bad.md: slide 2.2: unknown figure 'gpt30b_memroy': known figures are "
-                                        r"checkpoint_interval, data_parallel_traffic, data_volume, eval_curve, "
+                                        r"capstone_outcomes, checkpoint_interval, data_parallel_traffic, data_volume, "
+                                        r"eval_curve, "
                                         r"gpt30b_ladder, gpt30b_memory, hybrid_traffic, job_mtbf, layout_memory, "
                                         r"lr_sweep, pipeline_schedule, recovery_goodput, serving_latency"):
         parse_deck(text, "09_bad.md")
@@ -261,14 +262,15 @@ def test_every_registered_figure_draws_a_deterministic_svg(tmp_path):
     assert set(figures.FIGURES) >= {"gpt30b_memory", "gpt30b_ladder", "hybrid_traffic", "job_mtbf",
                                     "checkpoint_interval", "layout_memory", "data_volume", "lr_sweep",
                                     "data_parallel_traffic", "pipeline_schedule", "eval_curve", "serving_latency",
-                                    "recovery_goodput"}
+                                    "recovery_goodput", "capstone_outcomes"}
     for name, draw in figures.FIGURES.items():
         assert draw.__doc__ and len(draw.__doc__.strip()) > 40, f"figure {name} needs a docstring"
         path = figures.render_svg(name, tmp_path / f"{name}.svg")
         assert path.stat().st_size > 10_000 and path.read_text().lstrip().startswith("<?xml")
     again = figures.render_svg("gpt30b_ladder", tmp_path / "again.svg")
     assert again.read_bytes() == (tmp_path / "gpt30b_ladder.svg").read_bytes()
-    with pytest.raises(figures.UnknownFigure, match="known figures: checkpoint_interval, data_parallel_traffic, "
+    with pytest.raises(figures.UnknownFigure, match="known figures: capstone_outcomes, checkpoint_interval, "
+                                                     "data_parallel_traffic, "
                                                      "data_volume, eval_curve, gpt30b_ladder, gpt30b_memory, "
                                                      "hybrid_traffic, job_mtbf, layout_memory, lr_sweep, "
                                                      "pipeline_schedule, recovery_goodput, serving_latency"):

@@ -17,6 +17,10 @@ Files, in the order the course uses them:
 - scaling.py   global batch, pipeline bubbles, 3-D layouts, hybrid-sharding traffic, EFA time against compute
 - decision.py  the "should you pretrain at all?" questions and their recommendation
 - reliability.py  failures at scale (a published failure rate), job MTBF, Young/Daly checkpoint intervals
+- capacity.py, recovery.py  module 11: what to reserve and at what price; the recovery options in module 8's terms
+- simulate.py  module 12: many runs of one plan under chance (failures, spikes, a job chain, a reservation that ends)
+- scenario.py  the simulator's inputs from a plan, each read from the module that owns it
+- capstone.py  module 12's briefs, the plan a learner hands in, and how it is graded
 
 Nothing here imports torch: a plan is pure arithmetic, tested against published figures (tests/plan/test_planning.py).
 """

@@ -47,6 +47,14 @@ class Instance:
         return math.isfinite(self.price_per_hour) and self.price_per_hour > 0
 
     @property
+    def price_kind(self) -> str:
+        """What the price is, in one short phrase: service and purchase option, Region, date read ("none published"
+        where there is no price). Two prices compare only when their kinds are equal (compute.one_price_kind)."""
+        if not self.price_known:
+            return "none published"
+        return f"{self.price_basis.split(' (')[0].split(':')[0]}, {self.price_region}, read {self.price_date}"
+
+    @property
     def cluster_peak_tflops(self) -> float:
         return self.accelerators * self.peak_tflops_bf16
 

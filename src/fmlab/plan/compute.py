@@ -172,6 +172,20 @@ class RunEstimate:
         return self.days * 24 * self.devices
 
 
+def one_price_kind(*instances: Instance | str) -> str:
+    """The price kind the instances share (catalog.Instance.price_kind), so that their costs may be compared; a
+    PlanError names the kinds when they differ (a SageMaker training price against an EC2 price compares two
+    products), or when one has no price."""
+    kinds = {(i if isinstance(i, Instance) else catalog.instance(i)).price_kind: i for i in instances}
+    if "none published" in kinds:
+        raise PlanError(f"{kinds['none published']}: no published price to compare; pass your own price")
+    if len(kinds) > 1:
+        listed = "; ".join(f"{getattr(v, 'name', v)}: {k}" for k, v in kinds.items())
+        raise PlanError(f"prices of different kinds cannot be compared ({listed}): compare within one kind, or "
+                        "label each cost with its kind")
+    return next(iter(kinds))
+
+
 def check_positive(name: str, value: float, hint: str = "", infinite_ok: bool = False) -> float:
     """`value` if it is a number above 0 (finite unless infinite_ok); PlanError naming the input otherwise."""
     if (isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value <= 0

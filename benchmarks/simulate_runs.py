@@ -15,8 +15,8 @@ import argparse
 import json
 import time
 
-from fmlab.plan import capacity, recovery, reliability, scenario, simulate
-from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan import capacity, scenario, simulate
+from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
 
 
@@ -25,11 +25,7 @@ def scenarios() -> dict[str, simulate.Scenario]:
                      parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=16))
     held = capacity.reservation(plan.days)
     p5 = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1", job_days=28, hang_share=0.1)
-    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0)[0]
-    mtbf = reliability.job_mtbf_hours(2048)
-    llama = simulate.Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
-                              interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
-                              restart_hours=option.restart_hours, start_up_hours=0.0)
+    llama = scenario.llama3_405b()
     return {"30B on 16 p5, reserved": p5, "30B plan on 2,048 nodes": p5.with_(nodes=2048, window_hours=float("inf"),
                                                                              reserved_hours_bought=0.0),
             "Llama 3 405B, 54 days": llama}

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fmlab.plan import capacity, capstone, recovery, reliability, simulate
-from fmlab.plan.layout import checkpoint_gb
+from fmlab.plan import capacity, capstone, reliability, scenario, simulate
 
 DECK = (Path(__file__).resolve().parents[2] / "slides" / "12_capstone.md").read_text()
 
@@ -17,16 +16,10 @@ def test_the_failure_rates_the_deck_quotes():
 
 
 def test_the_closed_form_and_llama_3_figures_the_deck_quotes():
-    s = simulate.Scenario(work_hours=20_000, nodes=16, interval_hours=2.0, save_seconds=180, restart_hours=0.25,
-                          start_up_hours=0.0)
+    s, closed = scenario.young_daly_check()
     waste = 1 - s.work_hours * 10_000 / simulate.simulate(s, runs=10_000, seed=1).finish_hours.sum()
-    closed = reliability.wasted_fraction(2.0, 180 / 3600, s.mtbf_hours, 0.25)
     assert "within 0.3%" in DECK and abs(waste / closed - 1) < 0.003
-    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, 10.0)[0]
-    mtbf = reliability.job_mtbf_hours(2048)
-    llama = simulate.Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
-                              interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
-                              restart_hours=option.restart_hours, start_up_hours=0.0)
+    llama = scenario.llama3_405b()
     assert "90.8% effective training time" in DECK
     assert f"{simulate.simulate(llama, runs=10_000, seed=0).goodput.mean():.1%}" == "90.8%"
 

@@ -11,20 +11,16 @@ import pytest
 
 from fmlab.plan import capacity, recovery, reliability, scenario, simulate
 from fmlab.plan.compute import PlanError
-from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
-
-FAILURES_ONLY = dict(start_up_hours=0.0)  # no job limit, no window, no late capacity, no hangs, no stragglers
 
 
 def test_with_failures_only_the_mean_waste_is_young_dalys_closed_form():
     """reliability.wasted_fraction: delta/(tau+delta) + ((tau+delta)/2 + R)/M, first order; 16 nodes at Llama 3's
     rate (M = 396 h), tau = 2 h, delta = 3 min, R = 15 min: 2.76% of the wall clock, within 2%."""
-    s = simulate.Scenario(work_hours=20_000, nodes=16, interval_hours=2.0, save_seconds=180, restart_hours=0.25,
-                          **FAILURES_ONLY)
+    s, closed = scenario.young_daly_check()
     out = simulate.simulate(s, runs=10_000, seed=1)
     waste = 1 - s.work_hours * out.runs / out.finish_hours.sum()
-    closed = reliability.wasted_fraction(2.0, 180 / 3600, s.mtbf_hours, 0.25)
     assert closed == pytest.approx(0.0276, abs=5e-4)
     assert waste == pytest.approx(closed, rel=0.02)
 
@@ -34,12 +30,7 @@ def test_at_llama_3s_scale_checkpoint_restarts_give_its_reported_effective_train
     training time' (Meta, The Llama 3 Herd of Models, section 3.3.4). Module 11's S3 option for 405B's training state
     at Daly's interval: between 90% (the paper's lower bound) and 95% (AWS's best figure at thousands of
     accelerators, for checkpointless training), with about as many failures as the paper's 54 days saw."""
-    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0)[0]
-    mtbf = reliability.job_mtbf_hours(2048)
-    s = simulate.Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
-                          interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
-                          restart_hours=option.restart_hours, **FAILURES_ONLY)
-    out = simulate.simulate(s, runs=2_000, seed=0)
+    out = simulate.simulate(scenario.llama3_405b(), runs=2_000, seed=0)
     assert simulate.LLAMA3_EFFECTIVE_TRAINING < out.goodput.mean() < 0.95
     assert 0.85 * 419 < out.failures.mean() * 54 * 24 / out.finish_hours.mean() < 1.15 * 419
 

@@ -103,7 +103,6 @@ def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
 
     from fmlab.plan import capacity, capstone
     from fmlab.plan.compute import PlanError
-    from fmlab.plan.layout import candidates, choose, make_plan
 
     style, layout = {"description_width": "170px"}, w.Layout(width="440px")
     daly = capstone.scenario_of(run, brief).interval_hours
@@ -122,14 +121,13 @@ def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
     def update(_=None):
         c = {k: v.value for k, v in controls.items()}
         try:
-            parallel = choose(candidates(brief.model, brief.tokens, run.instance, c["nodes"]))["parallel"]
-            plan = make_plan(brief.model, brief.tokens, run.instance, c["nodes"], parallel=parallel, suggest=False)
-            days = capacity.reservation(plan.days, margin=c["margin"], kind=run.reservation_kind).days
+            planned = capstone.plan_for(brief, run.instance, c["nodes"], run.region, c["margin"], run.reservation_kind)
         except PlanError as e:
             result.value = f"<b>cannot be planned:</b> {e}"
             return
+        parallel, days = planned.parallel, planned.reserved_days
         changed = dataclasses.replace(run, nodes=c["nodes"], parallel=parallel, reserved_days=days,
-                                      global_batch=parallel.dp(plan.devices) * run.micro_batch,
+                                      global_batch=planned.global_batch * run.micro_batch,
                                       interval_hours=c["interval"], recovery=c["recovery"])
         g = capstone.grade(changed, brief, seeds=(seed,), runs=runs)
         verdict = "passes" if g.passed else "fails: " + "; ".join(g.problems + g.failed)

@@ -17,7 +17,7 @@ rate), the checkpoint interval and the recovery option (modules 8 and 11), and t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -176,10 +176,19 @@ def grade(run: RunPlan, brief: Brief, seeds=(1, 2), runs: int = RUNS) -> Grade:
     return g
 
 
+def plan_for(brief: Brief, instance: str, nodes: int, region: str, margin: float = capacity.JOB_MARGIN,
+             kind: str = "training plan") -> RunPlan:
+    """The course's decisions for `nodes` x `instance`: module 6's layout (`choose`), its smallest global batch, and
+    module 11's reservation (`capacity.reservation` at `margin`); PlanError when nothing fits or cannot be bought."""
+    layout = choose(candidates(brief.model, brief.tokens, instance, nodes))["parallel"]
+    plan = make_plan(brief.model, brief.tokens, instance, nodes, parallel=layout, suggest=False)
+    days = capacity.reservation(plan.days, margin=margin, kind=kind).days
+    return RunPlan(instance, nodes, region, layout, layout.dp(plan.devices), days, reservation_kind=kind)
+
+
 def reference_plan(brief: Brief, margin: float = capacity.JOB_MARGIN) -> RunPlan:
-    """The course's own plan: for each allowed type and reservable count, module 6's layout (`choose`), module 11's
-    reservation (`capacity.reservation` at `margin`) in the first Region with a published rate, the smallest global
-    batch, S3 checkpoints saved asynchronously at Daly's interval; the cheapest that meets the deadline."""
+    """The course's own plan: `plan_for` each allowed type and reservable count, in the first Region with a published
+    rate, S3 checkpoints saved asynchronously at Daly's interval; the cheapest that meets the deadline."""
     best, best_cost, tried = None, math.inf, []
     for name in brief.instances:
         regions = sorted(r for i, r in capacity.RESERVED_RATE if i == name)
@@ -188,27 +197,19 @@ def reference_plan(brief: Brief, margin: float = capacity.JOB_MARGIN) -> RunPlan
             continue
         for nodes in (n for n in capacity.PLAN_COUNTS if n <= brief.max_nodes):
             try:
-                layout = choose(candidates(brief.model, brief.tokens, name, nodes))["parallel"]
+                run = plan_for(brief, name, nodes, regions[0], margin)
             except PlanError as e:
                 tried.append(f"{nodes} x {name}: {e}")
                 continue
-            plan = make_plan(brief.model, brief.tokens, name, nodes, parallel=layout, suggest=False)
-            try:
-                held = capacity.reservation(plan.days, margin=margin)
-            except PlanError as e:
-                tried.append(f"{nodes} x {name}: {e}")
+            if run.reserved_days > brief.deadline_days:
+                tried.append(f"{nodes} x {name}: {run.reserved_days} days reserved > {brief.deadline_days:g}")
                 continue
-            cost = capacity.RESERVED_RATE[(name, regions[0])] * nodes * 24 * held.days
-            if held.days > brief.deadline_days:
-                tried.append(f"{nodes} x {name}: {held.days} days reserved > {brief.deadline_days:g}")
-                continue
+            cost = capacity.RESERVED_RATE[(name, run.region)] * nodes * 24 * run.reserved_days
             if cost < best_cost:
-                dp = layout.dp(plan.devices)
-                best, best_cost = RunPlan(name, nodes, regions[0], layout, dp, held.days), cost
+                best, best_cost = run, cost
     if best is None:
         raise PlanError(f"no plan meets the brief '{brief.name}': {'; '.join(tried[-4:])}")
     return best
-
 
 
 def variations(run: RunPlan, brief: Brief, seed: int = 1, runs: int = RUNS) -> list[dict]:
@@ -235,7 +236,7 @@ def variations(run: RunPlan, brief: Brief, seed: int = 1, runs: int = RUNS) -> l
                     {"fallback": "extend" if run.fallback == "on-demand" else "on-demand"}))
     rows = []
     for label, change in changes:
-        changed = RunPlan(**{**vars(run), **change})
+        changed = replace(run, **change)
         g = grade(changed, brief, seeds=(seed,), runs=runs)
         rate = capacity.RESERVED_RATE.get((changed.instance, changed.region), math.nan)
         rows.append({"choice": label, "passes": g.passed, "P(miss)": g.p_miss, f"P{P_COST} cost $": g.cost_p90,

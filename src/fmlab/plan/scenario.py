@@ -32,6 +32,7 @@ import math
 
 from fmlab.plan import capacity, recovery, reliability
 from fmlab.plan.compute import PlanError
+from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL, Scenario
 
 ASSUMPTIONS = recovery.Assumptions()  # module 11's, until the learner gives their own
@@ -101,3 +102,24 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
         else on_demand_rate, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
         eval_every_hours=eval_every_hours or math.inf, eval_seconds=eval_seconds)
+
+
+# ---------------------------------------------------------------- the simulator's two outside references
+
+
+def young_daly_check() -> tuple[Scenario, float]:
+    """Failures only (16 nodes at Llama 3's rate, tau 2 h, delta 3 min, R 15 min, no start-up): the scenario, and the
+    share of wall clock Young/Daly's first-order closed form says it wastes (reliability.wasted_fraction)."""
+    s = Scenario(work_hours=20_000, nodes=16, interval_hours=2.0, save_seconds=180, restart_hours=0.25,
+                 start_up_hours=0.0)
+    return s, reliability.wasted_fraction(s.interval_hours, s.save_seconds / 3600, s.mtbf_hours, s.restart_hours)
+
+
+def llama3_405b() -> Scenario:
+    """Llama 3 405B's published run, failures only: 2,048 nodes, 405B's training state saved to S3 (module 11's
+    option) at Daly's interval, the 54-day snapshot's training less a tenth (the paper's "higher than 90%")."""
+    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0)[0]
+    mtbf = reliability.job_mtbf_hours(2048)
+    return Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
+                    interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
+                    restart_hours=option.restart_hours, start_up_hours=0.0)

@@ -122,3 +122,30 @@ def course_requests(tmp_path_factory):
         if not cache.is_file():
             cache.write_text(json.dumps(capture()))
         return json.loads(cache.read_text())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """FMLAB_CPU_REPORT=file appends one JSON line per test: its wall seconds and the CPU seconds it spent, in this
+    process and in the child processes it waited for (benchmarks/suite_cpu.py sums them; the suite is CPU-bound on
+    2 cores, so CPU seconds, not wall seconds under contention, say what a change saves)."""
+    report = os.environ.get("FMLAB_CPU_REPORT")
+    if not report:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu(who):
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN))
+    yield
+    line = {"test": item.nodeid, "wall": round(time.monotonic() - start[0], 3),
+            "cpu_self": round(cpu(resource.RUSAGE_SELF) - start[1], 3),
+            "cpu_children": round(cpu(resource.RUSAGE_CHILDREN) - start[2], 3),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
+    with open(report, "a") as f:
+        f.write(json.dumps(line) + "\n")

@@ -150,11 +150,23 @@ def _smp_image_uri(region: str, version: str | None) -> str:
     if region not in releases[version]["regions"]:
         raise ImageError(f"the smp training image is not published in {region!r} (per the SDK's table); "
                          f"use one of: {', '.join(releases[version]['regions'])}")
-    from sagemaker.core import image_uris
+    image_uris = sdk_image_uris()
 
     distribution = {"torch_distributed": {"enabled": True}, "smdistributed": {"modelparallel": {"enabled": True}}}
     return image_uris.get_training_image_uri(region, "pytorch", version, py_version=releases[version]["python"],
                                              distribution=distribution, instance_type="ml.p4d.24xlarge")
+
+
+@functools.cache
+def sdk_image_uris():
+    """The SageMaker SDK's image_uris module, its endpoint resolver built once per process: the SDK reads botocore's
+    endpoints.json (a 1 MB JSON file) again on every retrieve() to find a region's ECR host, about 60 ms a call, and
+    the course asks for one image per region in a table (the data it resolves against never changes in a process)."""
+    from sagemaker.core import common_utils, image_uris
+
+    if not hasattr(common_utils._botocore_resolver, "cache_info"):
+        common_utils._botocore_resolver = functools.cache(common_utils._botocore_resolver)
+    return image_uris
 
 
 @functools.cache
@@ -186,7 +198,7 @@ def newest_dlc() -> str:
 
 def _dlc_image_uri(region: str, version: str, processor: str) -> str:
     """The SageMaker PyTorch DLC of the Amazon Linux 2023 line, from the SDK's own table."""
-    from sagemaker.core import image_uris
+    image_uris = sdk_image_uris()
 
     instance = "ml.p4d.24xlarge" if processor == "gpu" else "ml.m5.xlarge"
     try:
@@ -226,7 +238,7 @@ def image_uri(kind: str = "pytorch", region: str = "us-east-1", version: str | N
         t = PYTORCH_TRAINING_TAGS[version]
         cuda = f"-{t['cuda']}" if processor == "gpu" else ""
         tag = f"{version}-{processor}-{t['python']}{cuda}-{t['os']}-sagemaker"
-        from sagemaker.core import image_uris  # the registry host as the SDK spells it in this partition
+        image_uris = sdk_image_uris()  # the registry host as the SDK spells it in this partition
 
         instance = "ml.p4d.24xlarge" if processor == "gpu" else "ml.m5.xlarge"
         short = image_uris.retrieve("pytorch", region=region, version=version, py_version=t["python"],
@@ -268,7 +280,7 @@ def lmi_versions(accelerator: str = "gpu") -> list[str]:
 
 def lmi_image_uri(region: str = "us-east-1", version: str | None = None, accelerator: str = "gpu") -> str:
     """The LMI (DJL Serving) inference image URI: the newest version in the SDK's table unless `version`."""
-    from sagemaker.core import image_uris
+    image_uris = sdk_image_uris()
 
     versions = lmi_versions(accelerator)
     version = version or versions[-1]

@@ -187,9 +187,11 @@ def capture_request(spec: JobSpec, backend: str = "local") -> CapturedRequest:
     bucket = spec.bucket or LOCAL_BUCKET_NAME
     role = spec.role or (LOCAL_ROLE if backend == "local" else None)
     captured: dict = {}
+    uploads: dict[str, bytes] = {}
+    buckets: set[str] = set()  # the buckets created below: an upload elsewhere fails as it would on S3
     with tempfile.TemporaryDirectory(prefix="fmlab-source-") as tmp, quiet_sdk(), \
             mock.patch.dict(os.environ, {"SAGEMAKER_VALIDATE_ROLE": "false"}), mock_aws(), \
-            mock.patch("boto3.s3.inject.upload_file", _put_file):
+            mock.patch("boto3.s3.inject.upload_file", _recording_upload(uploads, buckets)):
         from sagemaker.core.helper.session_helper import Session
 
         boto_session = _boto3_session(spec.aws_region)
@@ -198,12 +200,12 @@ def capture_request(spec: JobSpec, backend: str = "local") -> CapturedRequest:
         for uri in [spec.output_path, spec.checkpoint_s3_uri, *spec.inputs.values()]:
             if uri and str(uri).startswith("s3://"):
                 _create_bucket(s3, str(uri)[5:].split("/")[0], spec.aws_region)
+        buckets.update(_buckets(s3))
         boto_session.events.register(CREATE_EVENT, lambda params, **_: captured.update(params))
         session = Session(boto_session=boto_session, default_bucket=bucket)
         trainer = build_trainer(spec, session, stage_source(spec, Path(tmp) / "source"), bucket, role)
         trainer.train(wait=False, logs=False)
-        uploads = {}
-        for name in _buckets(s3):
+        for name in _buckets(s3):  # what the SDK wrote by other calls than upload_file
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
                 for obj in page.get("Contents", []):
                     if "/__pycache__/" not in obj["Key"]:
@@ -234,13 +236,20 @@ def _shared_loader():
     return botocore.loaders.create_loader()
 
 
-def _put_file(self, Filename, Bucket, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
-    """S3 upload_file as one put_object: against moto, boto3's threaded transfer manager only adds waiting
-    (the SDK uploads the source directory file by file, about 150 files per job)."""
-    with open(Filename, "rb") as f:
-        self.put_object(Bucket=Bucket, Key=Key, Body=f.read(), **(ExtraArgs or {}))
-    if Callback:
-        Callback(os.path.getsize(Filename))
+def _recording_upload(uploads: dict[str, bytes], buckets: set[str]):
+    """S3 upload_file, recorded: the SDK uploads the source directory file by file (about 190 files per job), and
+    sending each through moto and reading it back cost about 0.6 s a capture (two botocore calls a file). The key
+    and bytes are what the SDK asked to upload; a bucket that was not created fails as on S3."""
+    def upload_file(self, Filename, Bucket, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's)
+        if Bucket not in buckets:
+            self.put_object(Bucket=Bucket, Key=Key, Body=b"")  # raises NoSuchBucket as S3 would
+        if "/__pycache__/" not in Key:
+            with open(Filename, "rb") as f:
+                uploads[f"s3://{Bucket}/{Key}"] = f.read()
+        if Callback:
+            Callback(os.path.getsize(Filename))
+
+    return upload_file
 
 
 def _create_bucket(s3, name: str, region: str) -> None:

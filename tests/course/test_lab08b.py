@@ -149,3 +149,39 @@ def test_a_survivor_stopped_before_it_printed_is_read_from_its_trace(tmp_path):
         "rank 0 (its trace, rank-0.json): [.../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:45744: "
         "Connection reset by peer."]
     assert lab08b.traced_errors(tmp_path / "absent") == []
+
+
+def test_the_training_drills_are_made_once_and_copied_with_their_folders(tmp_path, monkeypatch):
+    """The solved and unsolved labs share one pair of training drills (build/cache/drills/): a second call copies
+    them, names folders under its own work dir, and a pair that did not reproduce is made again."""
+    from fmlab.labs import lab08b
+    from fmlab.train import cache
+
+    made = []
+
+    def fake(kind, happened="yes"):
+        def drill(data, base, drill_id):
+            made.append(kind)
+            (base / f"{kind}-out").mkdir(parents=True)
+            (base / f"{kind}-out" / "rank-0.json").write_text(kind)
+            return lab08b.Drill(drill_id, "w", [kind], happened, "e", ("f",), extra={"traces": base / f"{kind}-out"},
+                                made=kind)
+        return drill
+
+    monkeypatch.setattr(cache, "CACHE", tmp_path / "cache" / "runs")
+    monkeypatch.setattr(lab08b, "_hang_drill", fake("hang"))
+    monkeypatch.setattr(lab08b, "_kill_drill", fake("kill"))
+    ids = {"hang": "drill_1", "kill": "drill_2"}
+    for work in ("a", "b"):
+        base = tmp_path / work
+        base.mkdir()
+        hang, kill = lab08b._training_drills("data", base, ids)
+        assert hang.extra["traces"] == base / "hang-out" and (base / "hang-out" / "rank-0.json").read_text() == "hang"
+        assert kill.id == "drill_2" and kill.log == ["kill"]
+    assert made == ["hang", "kill"]  # made once, copied the second time
+
+    monkeypatch.setattr(lab08b, "_hang_drill", fake("hang", happened=""))
+    for work in ("c", "d"):
+        (tmp_path / work).mkdir()
+        lab08b._training_drills("data", tmp_path / work, {"hang": "drill_2", "kill": "drill_1"})
+    assert made == ["hang", "kill"] + ["hang", "kill"] * 2  # not reproduced: not kept, made again

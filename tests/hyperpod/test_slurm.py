@@ -165,3 +165,22 @@ def test_a_clean_run_completes_without_a_requeue(tmp_path):
     assert run.state == "COMPLETED" and run.restarts == 0 and run.resumed_at == [] and not run.faults
     assert [line.split()[0] for line in run.output.splitlines() if line.startswith("step=")] == ["step=2", "step=4"]
     assert "fmlab-te" in run.squeue[0]  # squeue showed it running
+
+
+def test_the_cluster_is_held_by_one_run_at_a_time_across_processes(tmp_path, monkeypatch):
+    """A node replaced under another run's job would kill it: runs and replacements take the cluster in turn."""
+    import sys
+    import time
+
+    lock = tmp_path / "cluster.lock"
+    monkeypatch.setattr(slurm, "CLUSTER_LOCK", lock)
+    waiter = ("import sys, time; from pathlib import Path; from fmlab.hyperpod import slurm\n"
+              f"slurm.CLUSTER_LOCK = Path({str(lock)!r}); start = time.monotonic()\n"
+              "with slurm.cluster_to_itself(): print(round(time.monotonic() - start, 2))")
+    with slurm.cluster_to_itself():
+        with slurm.cluster_to_itself():  # re-entrant: a run replaces nodes while it holds the cluster
+            other = subprocess.Popen([sys.executable, "-c", waiter], stdout=subprocess.PIPE, text=True)
+            time.sleep(1.5)
+            assert other.poll() is None  # still waiting for the cluster
+    waited = float(other.communicate(timeout=60)[0])
+    assert waited >= 1.0

@@ -19,11 +19,14 @@ its newest checkpoint. Every wait is bounded; a job that overruns is cancelled (
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,30 +209,63 @@ def node_states() -> dict[str, str]:
                 if line.strip())
 
 
+CLUSTER_LOCK = Path(tempfile.gettempdir()) / "fmlab-slurm-cluster.lock"
+_lock_depth = 0
+
+
+@contextlib.contextmanager
+def cluster_to_itself():
+    """Hold the local two-node cluster for one run or one node replacement at a time, across processes. Two jobs of
+    two nodes each already wait for each other in Slurm's queue, but a node replaced under another run's job kills
+    that job (as on HyperPod), and a queued job's wait would count against its run's timeout. Re-entrant within a
+    process: run_with_auto_resume replaces nodes while it holds the cluster."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
+    import fcntl
+
+    with open(CLUSTER_LOCK, "a") as lock:
+        with contextlib.suppress(OSError):
+            os.chmod(CLUSTER_LOCK, 0o666)  # another user of this machine may run the course too
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _lock_depth = 1
+        try:
+            yield
+        finally:
+            _lock_depth = 0
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def replace_node(node: str, timeout: float = 30) -> str:
     """Replace `node` of the local Slurm the way HyperPod replaces a faulty one, and return `sinfo` as it read while
     the node was out. The node is marked for replacement (`scontrol update NodeName=... State=FAIL
     Reason=Action:Replace`, the request HyperPod acts on), its slurmd is taken away (the instance is gone), a new
     slurmd starts under the same name (the replacement instance joins the cluster), and the node is resumed once it
     has registered. Only for this machine's two-node set-up (requirements/slurm.sh)."""
-    if node not in node_states():
-        raise SlurmError(f"no node {node!r} in this Slurm (sinfo shows {', '.join(node_states()) or 'none'})")
-    _command(["scontrol", "update", f"NodeName={node}", "State=FAIL", f"Reason={REPLACE_REASON}"])
-    subprocess.run(["pkill", "-f", f"slurmd -N {node}$"], capture_output=True, timeout=10)
-    while_out = _command(["sinfo", "-N", "-o", "%N %T %E"])
-    subprocess.run(["/usr/sbin/slurmd", "-N", node], capture_output=True, timeout=20, check=False)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            _command(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
-        except SlurmError:
-            pass  # not registered yet
-        if node_states().get(node, "").rstrip("*~#") in ("idle", "mixed", "allocated"):
-            return while_out
-        if time.monotonic() > deadline:
-            raise SlurmError(f"the replacement of {node} did not take jobs within {timeout:.0f} s: "
-                             f"{node_states().get(node)} (see /var/log/slurm/slurmd-{node}.log)")
-        time.sleep(0.25)
+    with cluster_to_itself():  # no other run's job is on the node
+        if node not in node_states():
+            raise SlurmError(f"no node {node!r} in this Slurm (sinfo shows {', '.join(node_states()) or 'none'})")
+        _command(["scontrol", "update", f"NodeName={node}", "State=FAIL", f"Reason={REPLACE_REASON}"])
+        subprocess.run(["pkill", "-f", f"slurmd -N {node}$"], capture_output=True, timeout=10)
+        while_out = _command(["sinfo", "-N", "-o", "%N %T %E"])
+        subprocess.run(["/usr/sbin/slurmd", "-N", node], capture_output=True, timeout=20, check=False)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                _command(["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+            except SlurmError:
+                pass  # not registered yet
+            if node_states().get(node, "").rstrip("*~#") in ("idle", "mixed", "allocated"):
+                return while_out
+            if time.monotonic() > deadline:
+                raise SlurmError(f"the replacement of {node} did not take jobs within {timeout:.0f} s: "
+                                 f"{node_states().get(node)} (see /var/log/slurm/slurmd-{node}.log)")
+            time.sleep(0.25)
 
 
 def requeue_now(job_id: int) -> None:
@@ -290,6 +326,12 @@ def run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int = 1, timeout: f
     `replace_faulty_node` and the output names one) and requeue the job at once, up to `max_requeues` times (what
     HyperPod's auto-resume does); return when it has finished for good. The job is cancelled if the whole run
     overruns `timeout` seconds."""
+    with cluster_to_itself():  # the timeout counts from when the cluster is this run's
+        return _run_with_auto_resume(spec, max_requeues, timeout, script, replace_faulty_node)
+
+
+def _run_with_auto_resume(spec: SlurmTrainSpec, max_requeues: int, timeout: float, script: str | None,
+                          replace_faulty_node: bool) -> SlurmRun:
     script = script or batch_script(spec)
     spec.output_file.unlink(missing_ok=True)
     start = time.monotonic()

@@ -3,7 +3,8 @@
     lab08b.show_lists()                     # the fixed lists of causes and fixes
     lab08b.show_quoted()                    # 18 failures from public threads, each with its thread and kind
     lab08b.check_quoted(diagnosis)          # ex1: {case id: (cause, fix)} for every quoted case
-    drills = lab08b.run_drills(work)        # 4 failures made to happen here, shown as drill_1..4 (about 30 s)
+    drills = lab08b.run_drills(work)        # 4 failures made to happen here, shown as drill_1..4 (about 30 s;
+                                            # the training drills are then kept: build/cache/drills/)
     lab08b.show_drills(drills)              # what the surviving rank, torchrun and the sandbox said
     lab08b.check_live(live_diagnosis, drills)  # ex2: {drill id: (cause, fix)}, against what actually happened
     cases = lab08b.trace_cases(drills, work)   # the collective traces the survivors wrote, 4 cases (about 10 s)
@@ -23,6 +24,7 @@ damage found; the fields refused), and the learner's diagnosis is checked agains
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -310,10 +312,46 @@ def run_drills(work: str | Path, seed: int = DRILL_SEED) -> dict[str, Drill]:
     ids = {made: f"drill_{n}" for n, made in enumerate(drill_order(seed), 1)}
     base = fresh_folder(work, "drills")
     data = str(course_dataset(seq_len=128, vocab_size=512))
-    hang = _hang_drill(data, base, ids["hang"])
-    kill = _kill_drill(data, base, ids["kill"])
+    hang, kill = _training_drills(data, base, ids)
     drills = [hang, kill, _damage_drill(kill, base, ids["damaged"]), _refused_drill(ids["refused"])]
     return {d.id: d for d in sorted(drills, key=lambda d: int(d.id.split("_")[1]))}
+
+
+def _training_drills(data: str, base: Path, ids: dict[str, str]) -> tuple[Drill, Drill]:
+    """The hang and kill drills (two torchrun runs, most of run_drills' time), made once per version of the course's
+    code, data and PyTorch (build/cache/drills/<key>/, the way fmlab.train.cache keeps trained runs): the solved and
+    unsolved labs and `make course` share one pair, copied into `base`. A pair that did not reproduce its failures
+    is not kept, so the next call makes them again."""
+    import hashlib
+    import pickle
+    from importlib.metadata import version
+
+    from fmlab.data.prepare import FileLock
+    from fmlab.train.cache import CACHE, package_fingerprint
+
+    material = {"fmlab": package_fingerprint(), "torch": version("torch"), "data": data, "ids": ids,
+                "args": _train_args(data, Path("ck"))}
+    entry = CACHE.parent / "drills" / hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+    done = entry / "drills"
+    if not done.is_dir():
+        entry.mkdir(parents=True, exist_ok=True)
+        with FileLock(entry / ".lock"):
+            if not done.is_dir():  # another process may have made them while this one waited
+                staging = fresh_folder(entry, ".staging")
+                made = (_hang_drill(data, staging, ids["hang"]), _kill_drill(data, staging, ids["kill"]))
+                if not all(d.happened for d in made):
+                    shutil.copytree(staging, base, dirs_exist_ok=True)
+                    return tuple(_moved(d, staging, base) for d in made)
+                (staging / "drills.pickle").write_bytes(pickle.dumps([_moved(d, staging, Path()) for d in made]))
+                staging.rename(done)
+    shutil.copytree(done, base, dirs_exist_ok=True)
+    return tuple(_moved(d, Path(), base) for d in pickle.loads((base / "drills.pickle").read_bytes()))
+
+
+def _moved(drill: Drill, old: Path, new: Path) -> Drill:
+    """The drill with the folders it names (checkpoints, traces) under `new` instead of `old`."""
+    extra = {k: new / Path(v).relative_to(old) if isinstance(v, Path) else v for k, v in drill.extra.items()}
+    return dataclasses.replace(drill, extra=extra)
 
 
 def show_drills(drills: dict[str, Drill]) -> None:

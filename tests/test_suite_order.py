@@ -28,3 +28,33 @@ def test_make_test_keeps_the_longest_first_order():
     assert "--dist" in args and args[args.index("--dist") + 1] == "loadfile"
     # without it xdist sorts the files by their number of tests, and the one-test notebook files go last
     assert "--no-loadscope-reorder" in args
+
+
+def test_the_cpu_report_counts_a_tests_own_cpu_and_its_childrens(tmp_path):
+    """FMLAB_CPU_REPORT (tests/conftest.py) and benchmarks/suite_cpu.py: a test that burns CPU in a child process it
+    waits for is charged for it, one that sleeps is not."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_two.py").write_text(
+        "import subprocess, sys, time\n"
+        "def test_child_burns():\n"
+        "    subprocess.run([sys.executable, '-c', 't = __import__(\"time\").process_time()\\n"
+        "while __import__(\"time\").process_time() - t < 1.0: pass'], check=True)\n"
+        "def test_sleeps():\n"
+        "    time.sleep(0.5)\n")
+    report = tmp_path / "cpu.jsonl"
+    env = {**os.environ, "FMLAB_CPU_REPORT": str(report)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {r["test"].split("::")[-1]: r for r in map(json.loads, report.read_text().splitlines())}
+    assert rows["test_child_burns"]["cpu_children"] >= 0.9 and rows["test_sleeps"]["cpu_children"] == 0
+    assert rows["test_sleeps"]["wall"] >= 0.5 > rows["test_sleeps"]["cpu_self"]
+    summary = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite_cpu.py"), str(report)],
+                             capture_output=True, text=True, timeout=60)
+    assert summary.returncode == 0 and summary.stdout.startswith("2 tests, "), summary.stdout + summary.stderr

@@ -58,7 +58,6 @@ ALLOWED = [
                                        "endpoint requests, as fmlab.jobs does"),
     ("hangs/trace.py", "torch._C._distributed_c10d", "a private function of torch's, guarded by ImportError: "
                                                      "builds without distributed or the Flight Recorder lack it"),
-    ("data/prepare.py", "fcntl", "POSIX only, guarded by ImportError: elsewhere data is prepared without the lock"),
     ("train/log.py", "torch.utils.tensorboard", "tensorboard is optional (`fmlab[course]`), guarded by ImportError"),
     ("train/log.py", "torch", "fmlab.train.log stays torch-free: the jobs layer reads its METRIC_DEFINITIONS "
                               "(fmlab.jobs.request); torch only where a CUDA device is named"),

@@ -154,6 +154,27 @@ def matmul_tflops(size: int = 512, seconds: float = 0.5, threads: int = 1) -> fl
         torch.set_num_threads(before)
     return 2 * size**3 * done / elapsed / 1e12
 
+class FileLock:
+    """An exclusive lock on a file (fcntl, where the platform has it) so two processes never do one thing at once
+    (prepare a dataset, fill a cache entry, use the local Slurm); the OS releases it if the process dies."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.file = open(self.path, "w")  # closed in __exit__
+        try:
+            import fcntl
+
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        except ImportError:  # Windows: no lock, the staging folder still keeps each write atomic
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
 def share_cores(ways: int) -> int:
     """Give each of `ways` runs that share this machine at once (test workers, notebook kernels) an equal share of
     its cores as torch's intra-op threads: sets OMP_NUM_THREADS, unless it is set already, for this process and

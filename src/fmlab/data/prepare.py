@@ -41,7 +41,7 @@ from fmlab.data.manifest import FORMAT, MANIFEST_NAME, TOKENIZER_FOLDER, dumps
 from fmlab.data.packing import SequencePacker
 from fmlab.data.shards import ShardWriter, token_dtype
 from fmlab.data.tokenizer import load_backend, tokenizer_info, train_tokenizer
-from fmlab.environment import ROOT
+from fmlab.environment import ROOT, FileLock
 from fmlab.progress import progress as tqdm
 
 COURSE_CACHE = ROOT / "runs" / "data"
@@ -302,23 +302,3 @@ def course_dataset(seq_len: int = 128, vocab_size: int = 512, max_bytes: float |
         if not (folder / MANIFEST_NAME).is_file():  # another process may have made it while we waited
             prepare(files, folder, seq_len, vocab_size, workers, progress=progress, validation_units=validation_units)
     return folder
-
-
-class FileLock:
-    """An exclusive lock on a file (fcntl, where the platform has it) so two processes never prepare at once."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.file = open(self.path, "w")  # closed in __exit__
-        try:
-            import fcntl
-
-            fcntl.flock(self.file, fcntl.LOCK_EX)
-        except ImportError:  # Windows: no lock, the staging folder still keeps each write atomic
-            pass
-        return self
-
-    def __exit__(self, *exc):
-        self.file.close()

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fmlab.environment import ROOT, free_port
+from fmlab.environment import ROOT, FileLock, free_port
 
 SETUP_SCRIPT = ROOT / "requirements" / "slurm.sh"
 ENTRY_SCRIPT = ROOT / "entrypoints" / "train.py"
@@ -210,35 +210,27 @@ def node_states() -> dict[str, str]:
 
 
 CLUSTER_LOCK = Path(tempfile.gettempdir()) / "fmlab-slurm-cluster.lock"
-_lock_depth = 0
+_holding_cluster = False
 
 
 @contextlib.contextmanager
 def cluster_to_itself():
     """Hold the local two-node cluster for one run or one node replacement at a time, across processes. Two jobs of
     two nodes each already wait for each other in Slurm's queue, but a node replaced under another run's job kills
-    that job (as on HyperPod), and a queued job's wait would count against its run's timeout. Re-entrant within a
-    process: run_with_auto_resume replaces nodes while it holds the cluster."""
-    global _lock_depth
-    if _lock_depth:
-        _lock_depth += 1
-        try:
-            yield
-        finally:
-            _lock_depth -= 1
+    that job (as on HyperPod), and a queued job's wait would count against its run's timeout. A process that holds
+    it already goes on: run_with_auto_resume replaces nodes while it holds the cluster."""
+    global _holding_cluster
+    if _holding_cluster:
+        yield
         return
-    import fcntl
-
-    with open(CLUSTER_LOCK, "a") as lock:
+    with FileLock(CLUSTER_LOCK):
         with contextlib.suppress(OSError):
             os.chmod(CLUSTER_LOCK, 0o666)  # another user of this machine may run the course too
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _lock_depth = 1
+        _holding_cluster = True
         try:
             yield
         finally:
-            _lock_depth = 0
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            _holding_cluster = False
 
 
 def replace_node(node: str, timeout: float = 30) -> str:

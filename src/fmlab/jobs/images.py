@@ -164,8 +164,7 @@ def sdk_image_uris():
     the course asks for one image per region in a table (the data it resolves against never changes in a process)."""
     from sagemaker.core import common_utils, image_uris
 
-    if not hasattr(common_utils._botocore_resolver, "cache_info"):
-        common_utils._botocore_resolver = functools.cache(common_utils._botocore_resolver)
+    common_utils._botocore_resolver = functools.cache(common_utils._botocore_resolver)  # once: this is cached
     return image_uris
 
 

@@ -326,7 +326,7 @@ def _training_drills(data: str, base: Path, ids: dict[str, str]) -> tuple[Drill,
     import pickle
     from importlib.metadata import version
 
-    from fmlab.data.prepare import FileLock
+    from fmlab.environment import FileLock
     from fmlab.train.cache import CACHE, package_fingerprint
 
     material = {"fmlab": package_fingerprint(), "torch": version("torch"), "data": data, "ids": ids,

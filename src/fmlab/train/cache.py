@@ -25,8 +25,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from fmlab.data.manifest import MANIFEST_NAME
-from fmlab.data.prepare import FileLock
-from fmlab.environment import ROOT
+from fmlab.environment import ROOT, FileLock
 from fmlab.train import loop
 
 CACHE = ROOT / "build" / "cache" / "runs"

@@ -8,8 +8,12 @@ fmlab.train. When fmlab is not installed in the container, the repository's src/
 source dir) is put on the path.
 """
 
+import gc
 import sys
 from pathlib import Path
+
+if __name__ == "__main__":  # before torch and transformers are imported (fmlab.train.collector)
+    gc.disable()
 
 try:
     from fmlab.train import exit_process, main

@@ -19,6 +19,8 @@ Files, in the order data flows through a run:
 - log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL) and
                         StepTimer, the clocks behind its throughput
 - evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
+- collector.py          Python's garbage collector off while the entry scripts import, then a pass every 50
+                        steps on every rank at once (torchtitan's gc_freq), not at random moments
 - faults.py             fault injection for recovery drills: kill, hang, freeze or stall a rank, make it skip an
                         all-reduce, kill it mid-save
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)

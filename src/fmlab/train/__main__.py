@@ -1,7 +1,12 @@
 """`python -m fmlab.train ...` and `torchrun -m fmlab.train ...`: the training entry point."""
 
-from fmlab.train.failure import exit_process
-from fmlab.train.loop import main
+import gc
+
+if __name__ == "__main__":  # before torch and transformers are imported (fmlab.train.collector)
+    gc.disable()
+
+from fmlab.train.failure import exit_process  # noqa: E402
+from fmlab.train.loop import main  # noqa: E402
 
 if __name__ == "__main__":
     exit_process(main())

@@ -50,6 +50,7 @@ from fmlab.parallel.smp import smp_available
 from fmlab.plan import catalog, compute
 from fmlab.plan.catalog import ModelPreset
 from fmlab.plan.compute import PlanError
+from fmlab.train import collector
 from fmlab.train import log as train_log  # StepTimer looked up per run: benchmarks/gpu_step.py patches it
 from fmlab.train.capacity_end import CapacityEnd, reserve_seconds
 from fmlab.train.config import (
@@ -203,7 +204,10 @@ def train(cfg: TrainConfig) -> TrainResult:
     created_group = not (tdist.is_available() and tdist.is_initialized())
     trace = CollectiveTrace(cfg.trace_collectives, trace_dir(cfg), timeout_s=phase_timeouts(cfg)[0])
     try:
-        return _loop(_setup(cfg, trace), time.perf_counter())
+        started = time.perf_counter()
+        run = _setup(cfg, trace)
+        with collector.scheduled():  # what setup made is frozen; a collection every GC_EVERY steps, not at random
+            return _loop(run, started)
     except RuntimeError as e:
         failure = collective_failure(e, cfg, trace)
         if failure is e:
@@ -236,6 +240,7 @@ def _loop(run: Run, started: float) -> TrainResult:
             window_loss = window_loss + train_step(run.model, run.optimizer, run.scheduler, micro_batches,
                                                    cfg.grad_clip, first_gradients_hook(cfg, step, dist.rank))
         timer.step_done()
+        collector.after_step(step)
         if step == run.start_step + 1:
             _enter_training_phase(run)
         if step % cfg.log_every == 0 or step == last_step:

@@ -54,13 +54,32 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
     start = time.perf_counter()
     error = ""
     try:
-        pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
-                            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
+        with kernel_startup():
+            pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
+                                cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
     except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
     seconds = time.perf_counter() - start
     records = read_records(output) if output.exists() else {}
     return NotebookResult(notebook, output, seconds, not error, error, records)
+
+
+KERNEL_STARTUP = Path(__file__).with_name("kernel_startup.py")
+
+
+@contextmanager
+def kernel_startup() -> Iterator[None]:
+    """While a notebook runs, the kernels this process starts run kernel_startup.py first (PYTHONSTARTUP: only
+    interactive interpreters read it, so training workers and servers are not touched); a PYTHONSTARTUP of the
+    user's own is kept instead."""
+    if "PYTHONSTARTUP" in os.environ:
+        yield
+        return
+    os.environ["PYTHONSTARTUP"] = str(KERNEL_STARTUP)
+    try:
+        yield
+    finally:
+        os.environ.pop("PYTHONSTARTUP", None)
 
 
 BARE_FIGURE = "<Figure size"  # what IPython prints for a matplotlib Figure it cannot draw (no pyplot, no PNG)

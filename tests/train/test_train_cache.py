@@ -82,3 +82,21 @@ def test_only_the_most_recently_used_entries_are_kept(tmp_path, trained):
     kept = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert entry.name in kept and len(kept) == cache.KEEP
     assert kept == sorted([entry.name] + [p.name for p in old[-(cache.KEEP - 1):]])  # the newest of the old ones
+
+
+def test_a_runs_losses_are_trained_once_and_read_back(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_train(cfg):
+        calls.append(cfg)
+        return type("Result", (), {"losses": {1: 6.2, 2: 5.9 - cfg.lr}})()
+
+    monkeypatch.setattr("fmlab.train.loop.train", fake_train)
+    cfg = TrainConfig(model="tiny", max_steps=2, output_dir=str(tmp_path / "mine"))
+    first = cache.losses_cached(cfg, cache=tmp_path / "cache")
+    again = cache.losses_cached(TrainConfig(model="tiny", max_steps=2), cache=tmp_path / "cache")  # folders: no part
+    assert first == again == {1: 6.2, 2: 5.9 - 0.003} and len(calls) == 1
+    assert not calls[0].checkpoint_dir and str(tmp_path / "cache") in calls[0].output_dir  # nothing of the caller's
+    assert cache.losses_cached(TrainConfig(model="tiny", max_steps=2, lr=0.1), cache=tmp_path / "cache")[2] == pytest.approx(5.8)
+    assert len(calls) == 2
+    assert not list((tmp_path / "cache").glob("*/.staging"))

@@ -420,20 +420,18 @@ def data_volume():
 
 @functools.cache
 def sweep_losses() -> dict[tuple[float, int], dict[int, float]]:
-    """The notebook 03 sweep trained here, in this process: {(lr, seed): {step: loss}} of the tiny model.
+    """The notebook 03 sweep trained here: {(lr, seed): {step: loss}} of the tiny model.
 
     fmlab.train.loop.train on the course dataset, SWEEP_STEPS steps per run with notebook 03's settings, on one
-    CPU thread as each sandbox job runs (about 10 s in all; a second call returns the same dict): the same
-    losses as the notebook's jobs (same data, seed and code)."""
-    import contextlib
-    import io
-    import tempfile
-
+    CPU thread as each sandbox job runs (about 10 s in all): the same losses as the notebook's jobs (same data,
+    seed and code). Each run is trained once per version of the code (fmlab.train.cache.losses_cached), so
+    `make lab`, `make slides` and the tests that draw the figure share it; a second call in a process returns the
+    same dict."""
     import torch
 
     from fmlab.data import course_dataset
+    from fmlab.train.cache import losses_cached
     from fmlab.train.config import TrainConfig
-    from fmlab.train.loop import train
 
     data = str(course_dataset(seq_len=TrainConfig.seq_len, vocab_size=catalog.model("tiny").vocab))
     losses = {}
@@ -442,10 +440,9 @@ def sweep_losses() -> dict[tuple[float, int], dict[int, float]]:
     try:
         for lr in SWEEP_LRS:
             for seed in SWEEP_SEEDS:
-                with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()):
-                    cfg = TrainConfig(data=data, max_steps=SWEEP_STEPS, lr=lr, seed=seed, log_every=1,
-                                      tensorboard=False, output_dir=out, **SWEEP_CONFIG)
-                    losses[(lr, seed)] = dict(train(cfg).losses)
+                cfg = TrainConfig(data=data, max_steps=SWEEP_STEPS, lr=lr, seed=seed, log_every=1,
+                                  tensorboard=False, **SWEEP_CONFIG)
+                losses[(lr, seed)] = losses_cached(cfg)
     finally:
         torch.set_num_threads(threads)
     return losses

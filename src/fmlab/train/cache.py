@@ -5,11 +5,12 @@
 
 The key hashes everything that decides what the run writes: the configuration (every field but the two
 folders it writes to), the dataset's manifest, the versions of torch and transformers, and the source of the
-fmlab package (any edit to it trains afresh). Entries live in build/cache/runs/<key>/; the KEEP most recently
-used stay (`make clean` removes them all). A run is trained into a staging folder and renamed into place only
-when complete, under a file lock, so two processes asking for the same run at once (two test workers) train it
-once: the second waits and copies.
-Lab 10's two runs use it, so its solved and unsolved notebooks (and `make course`) share one training.
+fmlab package (any edit to it trains afresh). Entries live in build/cache/runs/<key>/ (losses_cached's in
+build/cache/losses/<key>/); the KEEP most recently used stay (`make clean` removes them all). A run is trained
+into a staging folder and renamed into place only when complete, under a file lock, so two processes asking for
+the same run at once (two test workers) train it once: the second waits and copies.
+Lab 10's two runs use it, so its solved and unsolved notebooks (and `make course`) share one training;
+losses_cached() keeps only a run's losses ({step: loss}), for the slides' learning-rate sweep.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from fmlab.environment import ROOT, FileLock
 from fmlab.train import loop
 
 CACHE = ROOT / "build" / "cache" / "runs"
+LOSSES = ROOT / "build" / "cache" / "losses"  # losses_cached's entries: a small JSON file each
 PACKAGE = Path(__file__).resolve().parents[1]  # src/fmlab
 WRITTEN_TO = ("checkpoint_dir", "output_dir")  # where a run writes: not part of what it computes
 KEEP = 8  # entries kept (the most recently used): every edit of the package makes new ones, ~12 MB each for lab 10
+KEEP_LOSSES = 64  # the slides' sweep alone is 8 runs
 
 
 def package_fingerprint(package: Path = PACKAGE) -> str:
@@ -81,6 +84,31 @@ def train_cached(cfg, cache: Path | None = None) -> Path:
     os.utime(entry)  # used now
     prune(entry.parent)
     return entry
+
+
+def losses_cached(cfg, cache: Path | None = None) -> dict[int, float]:
+    """{step: loss} of cfg's run: read from the cache, or trained once (its checkpoints and logs not kept).
+
+    For a figure or check that needs only the curve (the slides' learning-rate sweep is drawn by `make lab`, by
+    `make slides` and by three tests, each in a process of its own)."""
+    entry = Path(cache or LOSSES) / run_key(cfg)
+    done = entry / "losses.json"
+    if not done.is_file():
+        entry.mkdir(parents=True, exist_ok=True)
+        with FileLock(entry / ".lock"):
+            if not done.is_file():
+                staging = entry / ".staging"
+                shutil.rmtree(staging, ignore_errors=True)
+                staging.mkdir()
+                run = dataclasses.replace(cfg, checkpoint_dir="", output_dir=str(staging / "out"))
+                with contextlib.redirect_stdout(io.StringIO()):
+                    losses = loop.train(run).losses
+                (staging / "losses.json").write_text(json.dumps({str(k): v for k, v in losses.items()}))
+                (staging / "losses.json").rename(done)
+                shutil.rmtree(staging, ignore_errors=True)
+    os.utime(entry)
+    prune(entry.parent, KEEP_LOSSES)
+    return {int(k): v for k, v in json.loads(done.read_text()).items()}
 
 
 def prune(cache: Path, keep: int = KEEP) -> list[Path]:

@@ -45,8 +45,8 @@ lint: $(STAMP)
 # rather than computes; on 2 cores the suite took 592 s with three workers against 688 s with two, and 489 s once
 # the longest files went first (2026-11-25).
 # Bytecode is written even where the environment asks Python not to (PYTHONDONTWRITEBYTECODE): otherwise each
-# worker compiles and assertion-rewrites every test file again, and every kernel and training process compiles
-# fmlab again (collecting the suite: 17.0 CPU s a worker without bytecode, 13.1 with it; 2026-11-26).
+# worker compiles and assertion-rewrites every test file again (collecting the suite: 17.0 CPU s a worker without
+# bytecode, 13.1 with it; 2026-11-26).
 TEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 test: $(STAMP) lint slurm
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest $(TEST_ARGS)

@@ -154,6 +154,7 @@ def matmul_tflops(size: int = 512, seconds: float = 0.5, threads: int = 1) -> fl
         torch.set_num_threads(before)
     return 2 * size**3 * done / elapsed / 1e12
 
+
 class FileLock:
     """An exclusive lock on a file (fcntl, where the platform has it) so two processes never do one thing at once
     (prepare a dataset, fill a cache entry, use the local Slurm); the OS releases it if the process dies."""

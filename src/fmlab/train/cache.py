@@ -56,6 +56,25 @@ def run_key(cfg) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _made_once(entry: Path, name: str, make) -> Path:
+    """entry/name, made the first time by make(staging), which writes staging/name; renamed into place only when
+    complete, under the entry's lock, so a second process asking at once waits and then finds it. Marks the entry
+    used (for prune) and returns entry/name."""
+    done = entry / name
+    if not done.exists():
+        entry.mkdir(parents=True, exist_ok=True)
+        with FileLock(entry / ".lock"):
+            if not done.exists():  # another process may have made it while this one waited
+                staging = entry / ".staging"
+                shutil.rmtree(staging, ignore_errors=True)
+                staging.mkdir()
+                make(staging)
+                (staging / name).rename(done)
+                shutil.rmtree(staging, ignore_errors=True)
+    os.utime(entry)  # used now
+    return done
+
+
 def train_cached(cfg, cache: Path | None = None) -> Path:
     """Make cfg.checkpoint_dir hold the checkpoints of cfg's run: copied from the cache, or trained once into it.
 
@@ -63,27 +82,19 @@ def train_cached(cfg, cache: Path | None = None) -> Path:
     cfg.output_dir gets nothing, so use it where a notebook or test needs a trained model, not the run's own figures."""
     if not cfg.checkpoint_dir:
         raise ValueError("train_cached needs cfg.checkpoint_dir: the folder the cached checkpoints are copied to")
-    entry = Path(cache or CACHE) / run_key(cfg)
-    done = entry / "checkpoints"
-    if not done.is_dir():
-        entry.mkdir(parents=True, exist_ok=True)
-        with FileLock(entry / ".lock"):
-            if not done.is_dir():  # another process may have trained it while this one waited
-                staging = entry / ".staging"
-                shutil.rmtree(staging, ignore_errors=True)
-                run = dataclasses.replace(cfg, checkpoint_dir=str(staging / "checkpoints"),
-                                          output_dir=str(staging / "out"))
-                with contextlib.redirect_stdout(io.StringIO()):
-                    loop.train(run)  # looked up per call: tests stand a fake in for fmlab.train.loop.train
-                (staging / "checkpoints").rename(done)
-                shutil.rmtree(staging, ignore_errors=True)
+
+    def make(staging: Path) -> None:
+        run = dataclasses.replace(cfg, checkpoint_dir=str(staging / "checkpoints"), output_dir=str(staging / "out"))
+        with contextlib.redirect_stdout(io.StringIO()):
+            loop.train(run)  # looked up per call: tests stand a fake in for fmlab.train.loop.train
+
+    done = _made_once(Path(cache or CACHE) / run_key(cfg), "checkpoints", make)
     target = Path(cfg.checkpoint_dir)
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(done, target)
-    os.utime(entry)  # used now
-    prune(entry.parent)
-    return entry
+    prune(done.parent.parent)
+    return done.parent
 
 
 def losses_cached(cfg, cache: Path | None = None) -> dict[int, float]:
@@ -91,23 +102,15 @@ def losses_cached(cfg, cache: Path | None = None) -> dict[int, float]:
 
     For a figure or check that needs only the curve (the slides' learning-rate sweep is drawn by `make lab`, by
     `make slides` and by three tests, each in a process of its own)."""
-    entry = Path(cache or LOSSES) / run_key(cfg)
-    done = entry / "losses.json"
-    if not done.is_file():
-        entry.mkdir(parents=True, exist_ok=True)
-        with FileLock(entry / ".lock"):
-            if not done.is_file():
-                staging = entry / ".staging"
-                shutil.rmtree(staging, ignore_errors=True)
-                staging.mkdir()
-                run = dataclasses.replace(cfg, checkpoint_dir="", output_dir=str(staging / "out"))
-                with contextlib.redirect_stdout(io.StringIO()):
-                    losses = loop.train(run).losses
-                (staging / "losses.json").write_text(json.dumps({str(k): v for k, v in losses.items()}))
-                (staging / "losses.json").rename(done)
-                shutil.rmtree(staging, ignore_errors=True)
-    os.utime(entry)
-    prune(entry.parent, KEEP_LOSSES)
+
+    def make(staging: Path) -> None:
+        run = dataclasses.replace(cfg, checkpoint_dir="", output_dir=str(staging / "out"))
+        with contextlib.redirect_stdout(io.StringIO()):
+            losses = loop.train(run).losses
+        (staging / "losses.json").write_text(json.dumps({str(k): v for k, v in losses.items()}))
+
+    done = _made_once(Path(cache or LOSSES) / run_key(cfg), "losses.json", make)
+    prune(done.parent.parent, KEEP_LOSSES)
     return {int(k): v for k, v in json.loads(done.read_text()).items()}
 
 

@@ -1,6 +1,7 @@
 """The real server: answers the openai client (streaming too), survives load, and is always stopped.
 
-Each test starts `transformers serve` as a child process (~4 s); the process must be gone afterwards."""
+Each test that needs a running server starts `transformers serve` as a child process (6-9 CPU s each on 2 cores, so
+the tests share what one server can show); the process must be gone afterwards."""
 
 import os
 import signal
@@ -19,7 +20,7 @@ def gone(pid: int) -> bool:
     return False
 
 
-def test_the_server_answers_a_real_client_and_leaves_no_process(tiny_run):
+def test_the_server_answers_a_real_client_refuses_a_prompt_too_long_and_leaves_no_process(tiny_run):
     with server.LocalServer(tiny_run["trained"]) as srv:
         pid = srv.process.pid
         reply = srv.client().completions.create(model=srv.model, prompt="To be, or not", max_tokens=8)
@@ -29,6 +30,11 @@ def test_the_server_answers_a_real_client_and_leaves_no_process(tiny_run):
         level = loadtest.run_level(srv, ["To be, or not", "KING HENRY."], concurrency=4, requests=8, max_tokens=8)
         assert len(level.ok) == 8 and not level.errors
         assert all(t.ttft_s <= t.latency_s for t in level.ok)
+        with pytest.raises(server.PromptTooLong, match="context of 128 tokens"):
+            srv.complete("word " * 200, max_tokens=16)
+        with pytest.raises(server.PromptTooLong):
+            loadtest.run_level(srv, ["word " * 120], concurrency=1, max_tokens=16)
+        assert srv.running  # refused by the client: the server never saw it
     assert not srv.running and gone(pid) and server.running_servers() == []
 
 
@@ -64,16 +70,6 @@ def test_a_server_that_exits_while_starting_shows_its_log(tiny_run, tmp_path):
     with pytest.raises(server.ServerDidNotStart, match="exited with status"):
         srv.start()
     assert gone(srv.process.pid)
-
-
-def test_a_prompt_longer_than_the_context_is_refused_and_the_server_still_stops(tiny_run):
-    with server.LocalServer(tiny_run["trained"]) as srv:
-        with pytest.raises(server.PromptTooLong, match="context of 128 tokens"):
-            srv.complete("word " * 200, max_tokens=16)
-        with pytest.raises(server.PromptTooLong):
-            loadtest.run_level(srv, ["word " * 120], concurrency=1, max_tokens=16)
-        pid = srv.process.pid
-    assert gone(pid)
 
 
 def test_stop_kills_the_whole_group_even_when_the_leader_ignores_sigterm(tiny_run):

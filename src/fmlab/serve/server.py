@@ -120,6 +120,7 @@ class LocalServer:
         self.started_s: float | None = None  # seconds from launch to a healthy /health
         self._context = json.loads((self.model_dir / "config.json").read_text()).get("max_position_embeddings")
         self._tokenizer = None
+        self._client = None  # the openai client complete() and stream() share
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -164,6 +165,9 @@ class LocalServer:
                "HF_HUB_DISABLE_UPDATE_CHECK": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_CACHE": str(cache),
                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
         start = time.perf_counter()
+        # One client for every poll: httpx.get builds an SSL context per call (~35 ms of CPU, the CA bundle read
+        # again), taken from the server starting beside it on a small machine.
+        health = httpx.Client(timeout=1.0)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
@@ -179,7 +183,7 @@ class LocalServer:
                     raise ServerDidNotStart(f"{SERVER} exited with status {self.process.returncode} while starting:"
                                             f"\n{tail}")
                 with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{self.base_url}/health", timeout=1.0).status_code == 200:
+                    if health.get(f"{self.base_url}/health").status_code == 200:
                         break
                 if time.perf_counter() > deadline:
                     raise ServerDidNotStart(f"{SERVER} did not answer {self.base_url}/health within "
@@ -189,6 +193,8 @@ class LocalServer:
         except BaseException:
             self.stop()
             raise
+        finally:
+            health.close()
         self.started_s = time.perf_counter() - start
         return self
 
@@ -197,6 +203,9 @@ class LocalServer:
         proc = self.process
         if proc is None:
             return None
+        if self._client is not None:  # a restart gets another port
+            self._client.close()
+            self._client = None
         if proc.poll() is None:
             for sig, wait in ((signal.SIGTERM, self.config.stop_timeout), (signal.SIGKILL, 10.0)):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -247,6 +256,11 @@ class LocalServer:
         kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
         return kind(base_url=f"{self.base_url}/v1", api_key="local", timeout=timeout, max_retries=0)
 
+    def _shared_client(self):
+        if self._client is None:  # each new client reads the CA bundle again
+            self._client = self.client()
+        return self._client
+
     def _require_running(self) -> None:
         if not self.running:
             raise ServerError(f"{SERVER} is not running: start it (with LocalServer(...) as server: ...)")
@@ -255,14 +269,14 @@ class LocalServer:
         """One completion (not streamed), through the openai client."""
         self._require_running()
         self.check_prompt(prompt, max_tokens)
-        out = self.client().completions.create(model=self.model, prompt=prompt, max_tokens=max_tokens)
+        out = self._shared_client().completions.create(model=self.model, prompt=prompt, max_tokens=max_tokens)
         return out.choices[0].text
 
     def stream(self, prompt: str, max_tokens: int = 16) -> Iterator[str]:
         """A streamed completion: the text pieces as the server sends them (server-sent events)."""
         self._require_running()
         self.check_prompt(prompt, max_tokens)
-        for chunk in self.client().completions.create(model=self.model, prompt=prompt, max_tokens=max_tokens,
+        for chunk in self._shared_client().completions.create(model=self.model, prompt=prompt, max_tokens=max_tokens,
                                                       stream=True):
             if chunk.choices and chunk.choices[0].text:
                 yield chunk.choices[0].text

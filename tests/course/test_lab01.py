@@ -68,6 +68,18 @@ def test_ex1_plausible_mistakes_fail_with_what_differed(tmp_path, capsys, wrong,
     assert "[FAIL]" in out and "where the check made every matmul take 20 ms" in out and says in out
 
 
+def test_ex1_the_repeats_mistake_is_named_when_one_padded_call_ran_long():
+    # A loaded machine: one of the ten padded calls took 80 ms instead of 20. The loop over all ten, divided into
+    # the FLOPs of one call, is then 0.77 x a tenth of the median call's answer, outside a fixed 15% window around
+    # it, but exactly a tenth of the mean call's, inside the band a right answer gets (make test, -n 4, 2026-11-27).
+    seconds = [0.02] * 9 + [0.08]
+    work = 2 * lab01.PAD_MATMUL_N**3
+    padded = lab01.Padded(got=work / sum(seconds), seconds=seconds, work=work)
+    assert not padded.ok and padded.fits(1 / lab01.MATMUL_REPEATS)
+    assert "10x too low, the repeats" in lab01._flops_hint(padded.got / padded.want, padded.fits)
+    assert "10x too low" not in lab01._flops_hint(padded.got / padded.want)  # what the fixed window said
+
+
 def test_ex1_unanswered(tmp_path, capsys):
     assert lab01.check_matmul_flops(_not_answered, tmp_path) is False
     assert "not answered yet" in capsys.readouterr().out

@@ -43,7 +43,8 @@ lint: $(STAMP)
 # tests/conftest.py's order (--no-loadscope-reorder); TEST_ARGS= runs it serially.
 # Three, not one per core: much of the suite waits (collective timeouts, sandbox jobs polled, servers, a browser)
 # rather than computes; on 2 cores the suite took 592 s with three workers against 688 s with two, and 489 s once
-# the longest files went first (2026-11-25).
+# the longest files went first (2026-11-25). Four workers: 798 s against 814 s for three on a clean clone, within a
+# day's spread, and a timing check of lab 01 failed under the extra load (2026-11-27).
 # Bytecode is written even where the environment asks Python not to (PYTHONDONTWRITEBYTECODE): otherwise each
 # worker compiles and assertion-rewrites every test file again (collecting the suite: 17.0 CPU s a worker without
 # bytecode, 13.1 with it; 2026-11-26).

@@ -35,8 +35,7 @@ from pathlib import Path
 
 from fmlab.environment import free_port
 from fmlab.hyperpod import slurm
-from fmlab.labs import Lab
-from fmlab.labs.world import fresh_folder
+from fmlab.labs import Lab, fresh_folder
 from fmlab.plan import capacity
 from fmlab.plan.compute import PlanError
 

@@ -47,6 +47,7 @@ import torch
 import torch.distributed as dist
 
 from fmlab.environment import free_port
+from fmlab.labs import fresh_folder  # noqa: F401  (the labs' checks take it from here, beside their worlds)
 
 WORLD_TIMEOUT = 60.0  # seconds a whole world may run
 COLLECTIVE_TIMEOUT = 20.0  # seconds one collective waits for its peers
@@ -198,14 +199,6 @@ def run_world(fn: Callable[[int, int], object], logs: str | os.PathLike, world_s
 
     return World(logs, [p.exitcode for p in procs], [result(r) for r in range(world_size)], text("error"),
                  text("fault"), timed_out, seconds, timeout)
-
-
-def fresh_folder(work: str | os.PathLike, name: str) -> Path:
-    """`work/name`, emptied: each check starts from a clean folder, so leftovers of an earlier run never count."""
-    base = Path(work) / name
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    return base
 
 
 # ---------------------------------------------------------------- comparing with a reference

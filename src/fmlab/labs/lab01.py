@@ -48,8 +48,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from fmlab.labs import Lab, world
-from fmlab.labs.world import World, fresh_folder
+from fmlab.labs import Lab, fresh_folder, world
+from fmlab.labs.world import World
 from fmlab.plan import catalog, compute
 
 LAB = Lab("lab 01", ["ex1_matmul_flops", "ex2_bus_bandwidth", "ex3_predict_step"])

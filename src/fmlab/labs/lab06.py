@@ -41,8 +41,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from fmlab.labs import Lab
-from fmlab.labs.world import World, differences, first_lines, fresh_folder, run_world
+from fmlab.labs import Lab, fresh_folder
+from fmlab.labs.world import World, differences, first_lines, run_world
 from fmlab.parallel.linear import CopyToParallelRegion, ReduceFromParallelRegion
 
 LAB = Lab("lab 06", ["ex1_f_and_g", "ex2_mlp", "ex3_attention", "ex4_pipeline", "ex5_bubble"])

@@ -39,8 +39,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from fmlab.labs import Lab, world
-from fmlab.labs.world import World, fresh_folder
+from fmlab.labs import Lab, fresh_folder, world
+from fmlab.labs.world import World
 
 LAB = Lab("lab 08", ["ex1_atomic_save", "ex2_latest_checkpoint", "ex3_resume"])
 

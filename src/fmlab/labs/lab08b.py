@@ -33,8 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fmlab.labs import Lab
-from fmlab.labs.world import fresh_folder
+from fmlab.labs import Lab, fresh_folder
 from fmlab.labs.zoo_cases import CAUSES, FIRST_MINUTE, FIXES, KINDS, QUOTED
 
 LAB = Lab("lab 08b", ["ex1_quoted_cases", "ex2_live_drills", "ex3_hung_rank_from_traces"])

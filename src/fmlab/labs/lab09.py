@@ -52,8 +52,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from fmlab.labs import Lab, world
-from fmlab.labs.world import fresh_folder
+from fmlab.labs import Lab, fresh_folder, world
 from fmlab.neuron.sharding import EMBED, HEAD, NORM, LlamaShape
 from fmlab.plan import catalog
 

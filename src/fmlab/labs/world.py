@@ -47,7 +47,6 @@ import torch
 import torch.distributed as dist
 
 from fmlab.environment import free_port
-from fmlab.labs import fresh_folder  # noqa: F401  (the labs' checks take it from here, beside their worlds)
 
 WORLD_TIMEOUT = 60.0  # seconds a whole world may run
 COLLECTIVE_TIMEOUT = 20.0  # seconds one collective waits for its peers

@@ -276,8 +276,8 @@ class LocalServer:
         """A streamed completion: the text pieces as the server sends them (server-sent events)."""
         self._require_running()
         self.check_prompt(prompt, max_tokens)
-        for chunk in self._shared_client().completions.create(model=self.model, prompt=prompt, max_tokens=max_tokens,
-                                                      stream=True):
+        for chunk in self._shared_client().completions.create(model=self.model, prompt=prompt,
+                                                              max_tokens=max_tokens, stream=True):
             if chunk.choices and chunk.choices[0].text:
                 yield chunk.choices[0].text
 

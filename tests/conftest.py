@@ -19,6 +19,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before a
 
     share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
+# The notebook kernels' parent takes this environment, before any test changes a variable (fmlab.course.warm_kernels).
+from fmlab.course import warm_kernels  # noqa: E402
 
 # The longest files, longest first (seconds of test time per file under `make test`, 2026-11-25): xdist hands a file
 # to whichever worker is free next, in this order (the Makefile's --no-loadscope-reorder keeps xdist from reordering
@@ -127,8 +129,9 @@ def course_requests(tmp_path_factory):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """FMLAB_CPU_REPORT=file appends one JSON line per test: its wall seconds and the CPU seconds it spent, in this
-    process and in the child processes it waited for (benchmarks/suite_cpu.py sums them; the suite is CPU-bound on
-    2 cores, so CPU seconds, not wall seconds under contention, say what a change saves)."""
+    process and in the child processes it waited for, notebook kernels forked by the zygote included
+    (benchmarks/suite_cpu.py sums them; the suite is CPU-bound on 2 cores, so CPU seconds, not wall seconds under
+    contention, say what a change saves)."""
     report = os.environ.get("FMLAB_CPU_REPORT")
     if not report:
         yield
@@ -141,11 +144,14 @@ def pytest_runtest_protocol(item, nextitem):
         usage = resource.getrusage(who)
         return usage.ru_utime + usage.ru_stime
 
-    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN))
+    def children():
+        return cpu(resource.RUSAGE_CHILDREN) + warm_kernels.counts.cpu
+
+    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children())
     yield
     line = {"test": item.nodeid, "wall": round(time.monotonic() - start[0], 3),
             "cpu_self": round(cpu(resource.RUSAGE_SELF) - start[1], 3),
-            "cpu_children": round(cpu(resource.RUSAGE_CHILDREN) - start[2], 3),
+            "cpu_children": round(children() - start[2], 3),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(report, "a") as f:
         f.write(json.dumps(line) + "\n")

@@ -49,6 +49,7 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
     import papermill as pm
 
     from fmlab.course.records import read_records
+    from fmlab.course.warm_kernels import WarmKernelManager
 
     output.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -56,7 +57,8 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
     try:
         with kernel_startup():
             pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
-                                cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
+                                cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout,
+                                kernel_manager_class=WarmKernelManager)
     except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
     seconds = time.perf_counter() - start

@@ -1,0 +1,198 @@
+"""The parent that notebook kernels are forked from: it imports torch, transformers, pandas, matplotlib, the
+SageMaker SDK and the kernel's own machinery once, then forks a kernel for each request.
+
+Started by fmlab.course.warm_kernels, not by hand: `python kernel_zygote.py SOCKET`. It listens on the Unix socket
+SOCKET and lives until its stdin, a pipe from the process that started it, closes. A request carries the
+kernel's command line, environment and folder, with its stdout and stderr as file descriptors. For each request
+the zygote forks a keeper, which forks the kernel and reports on the request's connection:
+`{"pid", "pgid", "forked", "differs", "zygote_cpu"}` first (the variables that kept it from forking, and the zygote's own
+CPU seconds so far), then
+`{"exit": code, "cpu": seconds}` when the kernel ends. If the connection closes first, the keeper kills the kernel's
+process group.
+
+A forked kernel shares these with its zygote, and a notebook cannot tell the difference:
+- modules imported before any request, by imports that depend only on the environment and the files they read.
+  fmlab is not preloaded, because it reads FMLAB_* variables, which differ from test to test. Three imports check
+  whether they run in a kernel: matplotlib reads MPLBACKEND (set here as ipykernel sets it), tqdm.autonotebook
+  checks for ipykernel (preloaded first, so it picks the notebook bars as a kernel does), and ipywidgets registers
+  its comm target with a running kernel (done in the forked kernel once it runs). matplotlib's inline backend
+  itself is imported by the first plot, in the kernel, as usual;
+- the environment those imports read. A request whose environment differs from the zygote's in anything but the
+  variables in PER_KERNEL (fmlab's, Jupyter's, the startup file, pytest's current test) is not forked: its kernel is started by exec,
+  as jupyter_client would have started it. A test that sets HOME therefore gets a fresh interpreter;
+- random state: Python's `random` reseeds itself in a forked child, numpy's global generator is reseeded here,
+  and torch's default seed is the same fixed number in every process anyway.
+"""
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+# this file's folder (fmlab/course) must not shadow top-level modules; ipykernel_launcher drops its own sys.path[0]
+# (the kernel's folder) too, and IPython adds '' before site-packages when the kernel starts
+del sys.path[0]
+
+# The kernel itself, then the heavy modules most notebooks import in their first cells (~4 CPU s together).
+PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "numpy", "pandas", "matplotlib", "matplotlib.pyplot",
+           "torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama",
+           "safetensors.torch", "tokenizers", "boto3", "sagemaker.core.helper.session_helper",
+           "sagemaker.core.resources", "sagemaker.train.model_trainer")
+# Imported by a plot or by ipykernel's own set-up in a kernel; imported here, they would miss the running kernel.
+NOT_PRELOADED = ("matplotlib_inline.backend_inline", "fmlab")
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # what ipykernel puts in MPLBACKEND when it is unset
+# Variables a kernel may set differently from the zygote: nothing PRELOAD imports reads them when it loads.
+PER_KERNEL_PREFIXES = ("FMLAB_", "JPY_", "PYDEVD_")
+PER_KERNEL = {"PYTHONSTARTUP", "PYTEST_CURRENT_TEST", "PWD", "OLDPWD", "_"}
+KEEPER_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # jupyter_client signals the kernel's group
+
+
+def preload() -> None:
+    import importlib
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 10)  # as kernel_startup.py does in a kernel, for the same reason
+    os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)  # matplotlib reads it on import
+    sys.modules.setdefault("rfc3987_syntax", None)  # as fmlab/__init__.py does in every process that imports fmlab
+    for name in PRELOAD:
+        importlib.import_module(name)
+    loaded = [name for name in NOT_PRELOADED if name in sys.modules]
+    assert not loaded, f"preloading imported {loaded}, which must be imported in the kernel"
+    gc.set_threshold(*thresholds)  # a kernel starts with Python's own, as a fresh one would
+    gc.collect()
+    gc.freeze()  # the imported objects stay for good: a kernel's collector need not walk them
+
+
+def env_differences(base: dict, requested: dict) -> list[str]:
+    """The variables (outside PER_KERNEL) that `requested` adds, drops or changes relative to `base`."""
+    keys = set(base) | set(requested)
+    return sorted(k for k in keys if base.get(k) != requested.get(k)
+                  and k not in PER_KERNEL and not k.startswith(PER_KERNEL_PREFIXES))
+
+
+def become_kernel(argv: list[str], env: dict, cwd: str, fds: list[int], forked: bool) -> None:
+    """In the kernel's process: take the request's streams, folder and environment, then run ipykernel."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(fds[0], 1)
+    os.dup2(fds[1], 2)
+    for fd in (devnull, *fds):
+        os.close(fd)
+    os.chdir(cwd)
+    for signum in KEEPER_IGNORES:
+        signal.signal(signum, signal.SIG_DFL)  # as a fresh process has them
+    env = {**env, "JPY_PARENT_PID": str(os.getppid())}  # as jupyter_client sets it: the kernel exits with its keeper
+    if not forked:
+        os.execvpe(argv[0], argv, env)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # what Python installs at start
+    os.environ.clear()
+    os.environ.update(env)
+    import importlib.util
+    import tempfile
+
+    tempfile.tempdir = None  # computed again from this kernel's TMPDIR
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed()  # fresh entropy, as a new process draws; forked, it would repeat its siblings' numbers
+    module = argv[argv.index("-m") + 1]
+    sys.argv = [importlib.util.find_spec(module).origin, *argv[argv.index("-m") + 2:]]
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    # parent_handle's default was read from JPY_PARENT_PID when the zygote imported ipykernel: the keeper's pid
+    app.initialize([*sys.argv[1:], f"--IPKernelApp.parent_handle={os.getppid()}"])
+    widgets = sys.modules.get("ipywidgets")
+    if widgets is not None:
+        widgets.register_comm_target()  # what importing ipywidgets does in a running kernel
+    app.start()
+    sys.exit(0)
+
+
+def keep(conn: socket.socket, request: dict, fds: list[int], base_env: dict, zygote_cpu: float) -> None:
+    """In the keeper's process: fork the kernel, report it, then report its exit, or kill it if the caller goes."""
+    os.setsid()  # the kernel and everything it starts form one process group, signalled as a whole
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for signum in KEEPER_IGNORES:  # meant for the kernel; the keeper stays to report how it ended
+        signal.signal(signum, signal.SIG_IGN)
+    differs = env_differences(base_env, request["env"])
+    forked = not differs
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        try:
+            become_kernel(request["argv"], request["env"], request["cwd"], fds, forked)
+        except SystemExit:
+            raise  # the kernel ended: the interpreter exits as a kernel's does, atexit handlers and all
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(json.dumps({"pid": pid, "pgid": os.getpgid(0), "forked": forked, "differs": differs,
+                             "zygote_cpu": zygote_cpu}).encode())
+    watch = os.pidfd_open(pid)
+    while True:
+        ready, _, _ = select.select([conn, watch], [], [])
+        if watch in ready:
+            _, status, usage = os.wait4(pid, 0)
+            cpu = usage.ru_utime + usage.ru_stime  # the kernel's, and that of the processes it waited for
+            try:
+                conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status), "cpu": cpu}).encode())
+            except OSError:
+                pass
+            os._exit(0)
+        try:
+            gone = not conn.recv(1)
+        except OSError:
+            gone = True
+        if gone:  # the caller closed the connection: the kernel and its children go with it (this process too)
+            os.killpg(0, signal.SIGKILL)
+
+
+def reap() -> None:
+    """Wait for the keepers that have ended, so that their kernels' CPU counts in this process's children."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def serve(path: str) -> None:
+    base_env = dict(os.environ)
+    preload()
+    # A fork copies only the calling thread, so no Python thread may be running. The imports leave native threads:
+    # OpenBLAS's pools (numpy's and scipy's), which OpenBLAS stops before a fork (pthread_atfork) and starts again
+    # on first use, and jemalloc's background thread (pyarrow's), which jemalloc's own fork handlers take care of.
+    assert threading.active_count() == 1, f"a fork needs the main thread alone, found {threading.enumerate()}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path + ".tmp")
+    listener.listen(16)
+    os.rename(path + ".tmp", path)  # the socket appears only once the zygote can serve
+    while True:
+        ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
+        reap()
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+            return  # the process that started the zygote is gone
+        if listener not in ready:
+            continue
+        conn, _ = listener.accept()
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+        zygote_cpu = time.process_time()
+        if os.fork() == 0:
+            listener.close()
+            os.close(sys.stdin.fileno())
+            keep(conn, json.loads(message), fds, base_env, zygote_cpu)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

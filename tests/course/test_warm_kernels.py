@@ -24,6 +24,7 @@ record("cwd", os.getcwd())
 record("path", sys.path)
 record("argv0", os.path.basename(sys.argv[0]))
 record("probe_variable", os.environ.get("FMLAB_PROBE"))
+record("stdin", os.readlink("/proc/self/fd/0").split(":")[0])  # "pipe" from jupyter_client, or /dev/null
 record("parent", os.environ.get("JPY_PARENT_PID") is not None)
 record("draws", [random.random(), float(np.random.random())])
 record("torch_threads", torch.get_num_threads())
@@ -33,7 +34,7 @@ record("widget_target", "jupyter.widget" in get_ipython().kernel.comm_manager.ta
 record("backend", plt.get_backend())
 plt.plot([1, 2, 3])
 plt.show()"""
-PER_PROCESS = {"pid", "draws"}  # differ between any two kernels
+PER_PROCESS = {"pid", "draws", "stdin"}  # differ between two kernels (stdin: jupyter_client's pipe or /dev/null)
 
 
 def probe(tmp_path, name):
@@ -58,6 +59,8 @@ def test_a_forked_kernel_shows_a_notebook_what_a_fresh_kernel_shows(tmp_path, mo
 
     assert first.records["probe_variable"] == "first" and second.records["probe_variable"] == "second"
     assert first.records["cwd"] == str(tmp_path) and "" in first.records["path"]
+    for result in (first, second, fresh):  # not a file the kernel opened into a closed fd 0 (a daemon it starts
+        assert result.records["stdin"] in ("pipe", "/dev/null")  # would then lose its log to /dev/null)
     assert first.records["pid"] != second.records["pid"] != fresh.records["pid"]
     assert first.records["draws"][0] != second.records["draws"][0]  # Python's random, reseeded after the fork
     assert first.records["draws"][1] != second.records["draws"][1]  # numpy's, reseeded by the zygote

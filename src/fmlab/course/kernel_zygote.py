@@ -18,8 +18,9 @@ A forked kernel shares these with its zygote, and a notebook cannot tell the dif
   its comm target with a running kernel (done in the forked kernel once it runs). matplotlib's inline backend
   itself is imported by the first plot, in the kernel, as usual;
 - the environment those imports read. A request whose environment differs from the zygote's in anything but the
-  variables in PER_KERNEL (fmlab's, Jupyter's, the startup file, pytest's current test) is not forked: its kernel is started by exec,
-  as jupyter_client would have started it. A test that sets HOME therefore gets a fresh interpreter;
+  variables in PER_KERNEL (fmlab's, Jupyter's, the startup file, pytest's current test, inductor's cache) is not
+  forked: its kernel is started by exec, as jupyter_client would have started it. A test that sets HOME therefore
+  gets a fresh interpreter;
 - random state: Python's `random` reseeds itself in a forked child, numpy's global generator is reseeded here,
   and torch's default seed is the same fixed number in every process anyway.
 """
@@ -49,7 +50,9 @@ NOT_PRELOADED = ("matplotlib_inline.backend_inline", "fmlab")
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # what ipykernel puts in MPLBACKEND when it is unset
 # Variables a kernel may set differently from the zygote: nothing PRELOAD imports reads them when it loads.
 PER_KERNEL_PREFIXES = ("FMLAB_", "JPY_", "PYDEVD_")
-PER_KERNEL = {"PYTHONSTARTUP", "PYTEST_CURRENT_TEST", "PWD", "OLDPWD", "_"}
+# TORCHINDUCTOR_CACHE_DIR: torch.compile writes its default into os.environ, so it appears in the environment of
+# every kernel a test process starts after its first compile; inductor reads it when it compiles, not on import.
+PER_KERNEL = {"PYTHONSTARTUP", "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "PWD", "OLDPWD", "_"}
 KEEPER_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # jupyter_client signals the kernel's group
 
 
@@ -78,11 +81,9 @@ def env_differences(base: dict, requested: dict) -> list[str]:
 
 def become_kernel(argv: list[str], env: dict, cwd: str, fds: list[int], forked: bool) -> None:
     """In the kernel's process: take the request's streams, folder and environment, then run ipykernel."""
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
     os.dup2(fds[0], 1)
     os.dup2(fds[1], 2)
-    for fd in (devnull, *fds):
+    for fd in fds:
         os.close(fd)
     os.chdir(cwd)
     for signum in KEEPER_IGNORES:
@@ -187,7 +188,11 @@ def serve(path: str) -> None:
         zygote_cpu = time.process_time()
         if os.fork() == 0:
             listener.close()
-            os.close(sys.stdin.fileno())
+            # the keeper and its kernel read nothing: /dev/null, never a closed descriptor 0, which the next file
+            # the kernel or a daemon it starts opens would take (and a daemonizing slurmd then points at /dev/null)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
             keep(conn, json.loads(message), fds, base_env, zygote_cpu)
         conn.close()
         for fd in fds:

@@ -51,6 +51,10 @@ def main() -> None:
           f"{sum(r['cpu_children'] for r in rows):,.0f} in processes they started), "
           f"{sum(r['wall'] for r in rows):,.0f} s of test wall time")
     print("  " + ", ".join(f"{k}: {v:,.0f} CPU s ({v / total:.0%})" for k, v in kinds.most_common()))
+    forked, execed = (sum(r.get(f"kernels_{k}", 0) for r in rows) for k in ("forked", "execed"))
+    if forked or execed:
+        print(f"  notebook kernels: {forked} forked from the zygote, {execed} started afresh by it "
+              "(an environment it could not fork faithfully)")
     files = by_file(rows)
     print(f"\n{'CPU s':>7} {'wall s':>7} {'tests':>5}  file (top {args.top})")
     for name, cpu, wall, count in files[: args.top]:

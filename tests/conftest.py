@@ -60,6 +60,19 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: (rank.get(item.path, len(rank)), item.path not in slow_files))
 
 
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """Each test starts from the worker's environment. Library code run in a test sets variables in os.environ for
+    the processes it starts (the Flight Recorder's buffer, tokenizers' parallelism, torch.compile's cache folder,
+    a rank's RANK and MASTER_PORT); without this they would reach every later test in that worker, and every later
+    notebook kernel, which the zygote then starts afresh instead of forking (fmlab.course.kernel_zygote)."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def run_notebook(tmp_path):
     """run_notebook("notebooks/01_when_to_pretrain.ipynb", param=value) -> NotebookResult (records, ok, error)."""
@@ -147,11 +160,13 @@ def pytest_runtest_protocol(item, nextitem):
     def children():
         return cpu(resource.RUSAGE_CHILDREN) + warm_kernels.counts.cpu
 
-    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children())
+    kernels = warm_kernels.counts
+    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children(), kernels.forked, kernels.execed)
     yield
     line = {"test": item.nodeid, "wall": round(time.monotonic() - start[0], 3),
             "cpu_self": round(cpu(resource.RUSAGE_SELF) - start[1], 3),
             "cpu_children": round(children() - start[2], 3),
+            "kernels_forked": kernels.forked - start[3], "kernels_execed": kernels.execed - start[4],
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(report, "a") as f:
         f.write(json.dumps(line) + "\n")

@@ -18,9 +18,9 @@ A forked kernel shares these with its zygote, and a notebook cannot tell the dif
   its comm target with a running kernel (done in the forked kernel once it runs). matplotlib's inline backend
   itself is imported by the first plot, in the kernel, as usual;
 - the environment those imports read. A request whose environment differs from the zygote's in anything but the
-  variables in PER_KERNEL (fmlab's, Jupyter's, the startup file, pytest's current test, inductor's cache) is not
-  forked: its kernel is started by exec, as jupyter_client would have started it. A test that sets HOME therefore
-  gets a fresh interpreter;
+  variables in PER_KERNEL (fmlab's, Jupyter's, the startup file, pytest's current test, those read only when
+  used) is not forked: its kernel is started by exec, as jupyter_client would have started it. A test that sets
+  HOME therefore gets a fresh interpreter;
 - random state: Python's `random` reseeds itself in a forked child, numpy's global generator is reseeded here,
   and torch's default seed is the same fixed number in every process anyway.
 """
@@ -50,9 +50,13 @@ NOT_PRELOADED = ("matplotlib_inline.backend_inline", "fmlab")
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # what ipykernel puts in MPLBACKEND when it is unset
 # Variables a kernel may set differently from the zygote: nothing PRELOAD imports reads them when it loads.
 PER_KERNEL_PREFIXES = ("FMLAB_", "JPY_", "PYDEVD_")
-# TORCHINDUCTOR_CACHE_DIR: torch.compile writes its default into os.environ, so it appears in the environment of
-# every kernel a test process starts after its first compile; inductor reads it when it compiles, not on import.
-PER_KERNEL = {"PYTHONSTARTUP", "PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "PWD", "OLDPWD", "_"}
+# Set in os.environ by code a test process runs, and read only when used, never on import: torch.compile writes its
+# default cache folder (read when it compiles), fmlab.hangs.trace the Flight Recorder's variables (read when a
+# process group is made: lab 08b sets them after importing torch and its forked ranks record), and
+# fmlab.data.prepare tokenizers' parallelism (read when it encodes).
+RUNTIME_ONLY = {"TORCHINDUCTOR_CACHE_DIR", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_DUMP_TEMP_FILE",
+                "TOKENIZERS_PARALLELISM"}
+PER_KERNEL = {"PYTHONSTARTUP", "PYTEST_CURRENT_TEST", "PWD", "OLDPWD", "_", *RUNTIME_ONLY}
 KEEPER_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # jupyter_client signals the kernel's group
 
 

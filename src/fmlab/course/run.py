@@ -46,8 +46,11 @@ def course_notebooks(root: Path = ROOT, labs: bool = True) -> list[Path]:
     return found
 
 
-def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600) -> NotebookResult:
-    """Run one notebook with papermill in its own folder; never raises for a failing notebook."""
+def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600,
+            warm: bool = True) -> NotebookResult:
+    """Run one notebook with papermill in its own folder; never raises for a failing notebook. warm: fork its kernel
+    from this process's zygote (fmlab.course.warm_kernels), started by the first warm call; worth its ~6 CPU s
+    once a process runs a second notebook, or one that imports torch."""
     import papermill as pm
 
     from fmlab.course.records import read_records
@@ -60,7 +63,7 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
         with kernel_startup():
             pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
                                 cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout,
-                                kernel_manager_class=WarmKernelManager)
+                                **({"kernel_manager_class": WarmKernelManager} if warm else {}))
     except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
     seconds = time.perf_counter() - start
@@ -149,11 +152,12 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
               f"{result.seconds:.1f} s", flush=True)
 
     results: dict[Path, NotebookResult] = {}
+    warm = len(chosen) > jobs  # a zygote per process pays off from its second notebook on
     with stderr_to(log):
         if jobs == 1:
             for i, nb in enumerate(chosen, 1):
                 print(f"[{i}/{len(chosen)}] {nb.relative_to(root)} ...", end=" ", flush=True)
-                results[nb] = execute(nb, target(nb))
+                results[nb] = execute(nb, target(nb), warm=warm)
                 print(f"{'ok' if results[nb].ok else 'FAILED'} {results[nb].seconds:.1f} s", flush=True)
         else:
             import multiprocessing
@@ -165,7 +169,7 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
             # kernels inherit), so two kernels' torch threads do not fight over them
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=share_cores,
                                      initargs=(jobs,)) as pool:
-                futures = [pool.submit(execute, nb, target(nb)) for nb in order]
+                futures = [pool.submit(execute, nb, target(nb), None, 600, warm) for nb in order]
                 for future in as_completed(futures):
                     result = future.result()
                     results[result.source] = result

@@ -65,7 +65,8 @@ class Zygote:
         self.folder = Path(tempfile.mkdtemp(prefix="fmlab-zygote-"))
         self.socket = self.folder / "socket"
         self.reported_cpu = 0.0  # the zygote's own CPU seconds, as far as counts.cpu has them
-        read_end, self._keepalive = os.pipe()  # the zygote exits when this process's end closes
+        read_end, keepalive = os.pipe()  # the zygote exits when this process's end closes
+        self._keepalive: int | None = keepalive
         self.process = subprocess.Popen([sys.executable, str(ZYGOTE), str(self.socket)], stdin=read_end,
                                         env=ENVIRONMENT, start_new_session=True)
         os.close(read_end)
@@ -75,6 +76,8 @@ class Zygote:
     def get(cls) -> Zygote:
         with cls._lock:
             if cls._instance is None or cls._instance.process.poll() is not None:
+                if cls._instance is not None:
+                    cls._instance.stop()  # it exited: release its pipe and folder before a new one starts
                 cls._instance = cls()
             return cls._instance
 
@@ -91,13 +94,15 @@ class Zygote:
         return conn
 
     def stop(self) -> None:
-        if self.process.poll() is None:
+        """Close the zygote's stdin, so it exits, and wait for it (its CPU then counts in this process's children)."""
+        if self._keepalive is not None:
             os.close(self._keepalive)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            self._keepalive = None
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         for path in (self.socket, self.folder):
             try:
                 path.unlink() if path.is_socket() else path.rmdir()
@@ -120,11 +125,10 @@ class ForkedKernel:
         return self.wait(timeout=0) if self.returncode is None else self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code once the keeper reports it (None while the kernel runs and `timeout` has passed)."""
         if self.returncode is None:
-            ready, _, _ = select.select([self.conn], [], [], timeout)
+            ready, _, _ = select.select([self.conn], [], [], timeout)  # blocks until ready when timeout is None
             if not ready:
-                if timeout is None:
-                    return self.wait()
                 return None
             message = self.conn.recv(1 << 16)
             ended = json.loads(message) if message else {"exit": -9}  # the keeper was killed with its group

@@ -3,8 +3,9 @@
     from fmlab.course.warm_kernels import WarmKernelManager
     papermill.execute_notebook(src, out, kernel_manager_class=WarmKernelManager)   # what run.execute does
 
-Why: a kernel spends ~6 CPU s importing torch, transformers, pandas and IPython before the notebook's first
-line does anything, and the test suite and `make course` start ~50 of them. The zygote pays that once per process
+Why: a kernel spends ~7 CPU s importing torch, transformers, pandas, matplotlib and the SageMaker SDK before the
+notebook's first line does anything (benchmarks/warm_kernels.py: 7.13 CPU s fresh, 0.62 forked, 2026-11-27), and
+the test suite and `make course` start ~75 of them. The zygote pays that once per process
 that runs notebooks; each kernel forked from it starts with those modules loaded, in its own process, folder and
 environment, with the notebook run top to bottom as before. A kernel the zygote cannot fork faithfully (an
 environment that changes what those imports read) is started by exec, like jupyter_client's own kernels.

@@ -39,10 +39,9 @@ def children_cpu() -> float:
 
 
 def run(folder: Path, probe: str, warm: bool) -> float:
-    os.environ["FMLAB_WARM_KERNELS"] = "1" if warm else "0"
     source = folder / f"{probe}.ipynb"
     before = children_cpu()
-    result = execute(source, folder / f"{probe}.out.ipynb")
+    result = execute(source, folder / f"{probe}.out.ipynb", warm=warm)
     if not result.ok:
         raise SystemExit(f"{probe} failed: {result.error}")
     return children_cpu() - before

@@ -36,10 +36,6 @@ import threading
 import time
 import traceback
 
-# this file's folder (fmlab/course) must not shadow top-level modules; ipykernel_launcher drops its own sys.path[0]
-# (the kernel's folder) too, and IPython adds '' before site-packages when the kernel starts
-del sys.path[0]
-
 # The kernel itself, then the heavy modules most notebooks import in their first cells (~4 CPU s together).
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "numpy", "pandas", "matplotlib", "matplotlib.pyplot",
            "torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama",
@@ -204,4 +200,7 @@ def serve(path: str) -> None:
 
 
 if __name__ == "__main__":
+    # this file's folder (fmlab/course) must not shadow top-level modules; ipykernel_launcher drops its own
+    # sys.path[0] (the kernel's folder) too, and IPython adds '' before site-packages when the kernel starts
+    del sys.path[0]
     serve(sys.argv[1])

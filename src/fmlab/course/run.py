@@ -169,7 +169,7 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
             # kernels inherit), so two kernels' torch threads do not fight over them
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=share_cores,
                                      initargs=(jobs,)) as pool:
-                futures = [pool.submit(execute, nb, target(nb), None, 600, warm) for nb in order]
+                futures = [pool.submit(execute, nb, target(nb), warm=warm) for nb in order]
                 for future in as_completed(futures):
                     result = future.result()
                     results[result.source] = result

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -188,12 +189,6 @@ class WarmKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         if self.provisioner is None and enabled():
-            self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or _new_id()
+            self.kernel_id = self.kernel_id or kw.pop("kernel_id", None) or str(uuid.uuid4())
             self.provisioner = ForkedProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
         return await super()._async_pre_start_kernel(**kw)
-
-
-def _new_id() -> str:
-    import uuid
-
-    return str(uuid.uuid4())

@@ -16,10 +16,14 @@ if __name__ == "__main__":  # before torch and transformers are imported (fmlab.
     gc.disable()
 
 try:
-    from fmlab.train import exit_process, main
+    from fmlab.train.handoff import handoff
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from fmlab.train import exit_process, main
+    from fmlab.train.handoff import handoff
+if __name__ == "__main__":
+    handoff()  # does nothing unless FMLAB_WORKER_ZYGOTES asks for a pre-imported worker (the test suite does)
+
+from fmlab.train import exit_process, main  # noqa: E402
 
 if __name__ == "__main__":
     exit_process(main())  # flushes, then leaves without interpreter teardown (see exit_process)

@@ -6,6 +6,7 @@ go first, then the other files that execute notebooks or start process groups, s
 
 from __future__ import annotations
 
+import atexit
 import os
 from pathlib import Path
 
@@ -21,6 +22,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before a
 
 # The notebook kernels' parent takes this environment, before any test changes a variable (fmlab.course.warm_kernels).
 from fmlab.course import warm_kernels  # noqa: E402
+from fmlab.train import handoff  # noqa: E402
+
+# Training workers (torchrun's, the sandbox's, the notebooks') are forked from pre-imported parents
+# (fmlab.train.handoff); the folder of those parents goes when this process ends, and they with it.
+WORKER_ZYGOTES = handoff.enable()
+atexit.register(handoff.disable, WORKER_ZYGOTES)
 
 # The longest files, longest first (seconds of test time per file under `make test`, 2026-11-25): xdist hands a file
 # to whichever worker is free next, in this order (the Makefile's --no-loadscope-reorder keeps xdist from reordering
@@ -158,7 +165,7 @@ def pytest_runtest_protocol(item, nextitem):
         return usage.ru_utime + usage.ru_stime
 
     def children():
-        return cpu(resource.RUSAGE_CHILDREN) + warm_kernels.counts.cpu
+        return cpu(resource.RUSAGE_CHILDREN) + warm_kernels.counts.cpu + handoff.ledger_cpu(WORKER_ZYGOTES)
 
     kernels = warm_kernels.counts
     start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children(), kernels.forked, kernels.execed)

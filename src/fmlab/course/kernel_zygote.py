@@ -26,15 +26,19 @@ A forked kernel shares these with its zygote, and a notebook cannot tell the dif
 """
 
 import gc
+import importlib.util
 import json
 import os
 import select
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
+
+_spec = importlib.util.spec_from_file_location("_fmlab_zygote", os.path.join(os.path.dirname(__file__), "..", "zygote.py"))
+ZYGOTE = importlib.util.module_from_spec(_spec)  # fmlab/zygote.py, by path: the keeper's watch
+_spec.loader.exec_module(ZYGOTE)
 
 # The kernel itself, then the heavy modules most notebooks import in their first cells (~4 CPU s together).
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "numpy", "pandas", "matplotlib", "matplotlib.pyplot",
@@ -137,23 +141,7 @@ def keep(conn: socket.socket, request: dict, fds: list[int], base_env: dict, zyg
         os.close(fd)
     conn.sendall(json.dumps({"pid": pid, "pgid": os.getpgid(0), "forked": forked, "differs": differs,
                              "zygote_cpu": zygote_cpu}).encode())
-    watch = os.pidfd_open(pid)
-    while True:
-        ready, _, _ = select.select([conn, watch], [], [])
-        if watch in ready:
-            _, status, usage = os.wait4(pid, 0)
-            cpu = usage.ru_utime + usage.ru_stime  # the kernel's, and that of the processes it waited for
-            try:
-                conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status), "cpu": cpu}).encode())
-            except OSError:
-                pass
-            os._exit(0)
-        try:
-            gone = not conn.recv(1)
-        except OSError:
-            gone = True
-        if gone:  # the caller closed the connection: the kernel and its children go with it (this process too)
-            os.killpg(0, signal.SIGKILL)
+    ZYGOTE.watch(conn, pid)  # the kernel shares the keeper's group: the keeper goes too if the caller does
 
 
 def reap() -> None:
@@ -168,14 +156,7 @@ def reap() -> None:
 def serve(path: str) -> None:
     base_env = dict(os.environ)
     preload()
-    # A fork copies only the calling thread, so no Python thread may be running. The imports leave native threads:
-    # OpenBLAS's pools (numpy's and scipy's), which OpenBLAS stops before a fork (pthread_atfork) and starts again
-    # on first use, and jemalloc's background thread (pyarrow's), which jemalloc's own fork handlers take care of.
-    assert threading.active_count() == 1, f"a fork needs the main thread alone, found {threading.enumerate()}"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path + ".tmp")
-    listener.listen(16)
-    os.rename(path + ".tmp", path)  # the socket appears only once the zygote can serve
+    listener = ZYGOTE.listen(path)
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
         reap()

@@ -55,6 +55,9 @@ def main() -> None:
     if forked or execed:
         print(f"  notebook kernels: {forked} forked from the zygote, {execed} started afresh by it "
               "(an environment it could not fork faithfully)")
+    workers = sum(r.get("workers_forked", 0) for r in rows)
+    if workers:
+        print(f"  training workers: {workers} forked from a pre-imported parent (fmlab.train.handoff)")
     files = by_file(rows)
     print(f"\n{'CPU s':>7} {'wall s':>7} {'tests':>5}  file (top {args.top})")
     for name, cpu, wall, count in files[: args.top]:

@@ -149,7 +149,8 @@ def course_requests(tmp_path_factory):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """FMLAB_CPU_REPORT=file appends one JSON line per test: its wall seconds and the CPU seconds it spent, in this
-    process and in the child processes it waited for, notebook kernels forked by the zygote included
+    process and in the child processes it waited for, notebook kernels and training workers forked by the zygotes
+    included
     (benchmarks/suite_cpu.py sums them; the suite is CPU-bound on 2 cores, so CPU seconds, not wall seconds under
     contention, say what a change saves)."""
     report = os.environ.get("FMLAB_CPU_REPORT")
@@ -167,13 +168,17 @@ def pytest_runtest_protocol(item, nextitem):
     def children():
         return cpu(resource.RUSAGE_CHILDREN) + warm_kernels.counts.cpu + handoff.ledger_cpu(WORKER_ZYGOTES)
 
+    def workers_forked():
+        return sum(not line.get("zygote") for line in handoff.ledger(WORKER_ZYGOTES))
+
     kernels = warm_kernels.counts
-    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children(), kernels.forked, kernels.execed)
+    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children(), kernels.forked, kernels.execed, workers_forked())
     yield
     line = {"test": item.nodeid, "wall": round(time.monotonic() - start[0], 3),
             "cpu_self": round(cpu(resource.RUSAGE_SELF) - start[1], 3),
             "cpu_children": round(children() - start[2], 3),
             "kernels_forked": kernels.forked - start[3], "kernels_execed": kernels.execed - start[4],
+            "workers_forked": workers_forked() - start[5],
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(report, "a") as f:
         f.write(json.dumps(line) + "\n")

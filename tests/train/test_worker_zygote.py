@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fmlab.train import handoff
@@ -29,20 +30,25 @@ from fmlab.train.handoff import handoff
 if __name__ == "__main__":
     handoff()
 
+preloaded = sorted(sys.modules)  # forked: what the zygote imported (and this script so far)
 import json, os, random, signal, time
 import numpy, torch
 
 mode = sys.argv[1]
+if mode == "ok":  # what a training worker imports before its first step
+    import fmlab.train.loop, fmlab.models
+    fmlab.models.build_model("tiny")
 record = {
     "pid": os.getpid(), "random": random.random(), "numpy": float(numpy.random.rand()),
     "session_leader": os.getsid(0) == os.getpid(), "cwd": os.getcwd(), "argv": sys.argv,
     "orig_argv": sys.orig_argv[1:], "path": sys.path, "umask": os.umask(0o22),
-    "env": {k: os.environ.get(k) for k in ("PROBE_VALUE", "RANK", "FMLAB_WORKER_ZYGOTES")},
+    "env": {k: os.environ.get(k) for k in ("FMLAB_PROBE_VALUE", "RANK", "FMLAB_WORKER_ZYGOTES")},
     "fds": sorted(os.listdir("/proc/self/fd")), "stdin": os.readlink("/proc/self/fd/0"),
     "stdout_unbuffered": sys.stdout.write_through, "sighup_ignored": signal.getsignal(signal.SIGHUP) == signal.SIG_IGN,
     "sigint": str(signal.getsignal(signal.SIGINT)), "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
     "main": sorted(k for k in globals() if k.startswith("__")), "file": __file__, "spec": repr(__spec__),
     "gc_enabled": gc.isenabled(), "threads": torch.get_num_threads(), "tmp": __import__("tempfile").gettempdir(),
+    "preloaded": preloaded, "modules": sorted(sys.modules),
 }
 gc.enable()
 print(json.dumps(record), flush=True)
@@ -65,7 +71,8 @@ def start(tmp_path: Path, mode: str, forked: bool, **popen) -> subprocess.Popen:
     probe = tmp_path / "probe" / "probe.py"
     probe.parent.mkdir(exist_ok=True)
     probe.write_text(PROBE)
-    env = {**os.environ, "PROBE_VALUE": "seen", "RANK": "1", "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    # per-worker variables only (fmlab's, torchrun's): the probe forks from the zygote the training tests use
+    env = {**os.environ, "FMLAB_PROBE_VALUE": "seen", "RANK": "1", "OMP_NUM_THREADS": "1"}
     if not forked:
         env.pop(handoff.VARIABLE, None)
     work = tmp_path / "work"
@@ -84,7 +91,7 @@ def run(tmp_path: Path, mode: str, forked: bool) -> tuple[dict, subprocess.Compl
 
 @pytest.fixture(scope="module")
 def zygotes():
-    """A zygote folder of this module's own, so that the module's first probe starts the zygote it measures."""
+    """The test run's zygote folder (tests/conftest.py), where the forked probes' zygote lives."""
     if handoff.VARIABLE not in os.environ:
         pytest.skip("FMLAB_WARM_WORKERS=0: no worker is forked in this run")
     return Path(os.environ[handoff.VARIABLE])
@@ -99,9 +106,13 @@ def test_a_forked_worker_sees_what_a_fresh_one_sees_but_its_pid_and_random_draws
     for record in (fresh, first, second):
         record["env"].pop(handoff.VARIABLE)
     differ = {"pid", "random", "numpy"}
-    assert {k: v for k, v in first.items() if k not in differ} == {k: v for k, v in fresh.items() if k not in differ}
+    same = {k: v for k, v in fresh.items() if k not in differ | {"preloaded", "modules"}}
+    assert {k: v for k, v in first.items() if k in same} == same
     for key in differ:
         assert len({fresh[key], first[key], second[key]}) == 3, key
+    # the zygote imports nothing a fresh worker would not have imported by its first step
+    extra = set(first["preloaded"]) - set(fresh["modules"]) - {handoff.ZYGOTE_MODULE, "_fmlab_zygote"}
+    assert "torch" in first["preloaded"] and not extra, f"preloaded but never imported fresh: {sorted(extra)[:20]}"
     assert first["fds"] == ["0", "1", "2", "3"]  # 3: the listing's own descriptor; nothing of the zygote's is open
     assert first["session_leader"] and first["stdout_unbuffered"] and first["stdin"] == "/dev/null"
 
@@ -132,6 +143,8 @@ def test_torchruns_signals_reach_the_worker_and_a_killed_entry_script_takes_its_
     proc = start(tmp_path, "wait", forked=True)
     worker = json.loads(proc.stdout.readline())["pid"]
     assert worker != proc.pid
+    # nothing below the entry script: killing a job's process tree never reaches the zygote or its other workers
+    assert psutil.Process(proc.pid).children(recursive=True) == []
     os.killpg(proc.pid, signal.SIGTERM)  # how torchrun stops its workers: the worker's own handler runs
     assert proc.wait(30) == 7 and proc.stdout.read() == "stopped by SIGTERM\n" and _gone(worker)
 
@@ -140,19 +153,6 @@ def test_torchruns_signals_reach_the_worker_and_a_killed_entry_script_takes_its_
     os.kill(proc.pid, signal.SIGKILL)  # torchrun's last resort: nobody can forward it
     assert proc.wait(30) == -signal.SIGKILL
     assert _gone(worker)
-
-
-def test_the_zygote_preloads_nothing_a_fresh_worker_would_not_import(tmp_path, zygotes):
-    fresh = subprocess.run([sys.executable, "-c", "import json, sys, fmlab.train.loop, fmlab.models as m; "
-                            "m.build_model('tiny'); print(json.dumps(sorted(sys.modules)))"],
-                           capture_output=True, text=True, check=True, timeout=300)
-    preloaded = subprocess.run([sys.executable, "-c", "import importlib.util, json, sys; "
-                                f"s = importlib.util.spec_from_file_location('z', {str(handoff.ZYGOTE_FILE)!r}); "
-                                "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); m.preload(); "
-                                "print(json.dumps(sorted(sys.modules)))"],
-                               capture_output=True, text=True, check=True, timeout=300)
-    extra = set(json.loads(preloaded.stdout)) - set(json.loads(fresh.stdout))
-    assert not extra, f"the zygote imports modules a fresh worker never would: {sorted(extra)[:20]}"
 
 
 def test_only_the_variables_nothing_preloaded_reads_may_differ_between_a_worker_and_its_zygote():

@@ -24,6 +24,8 @@ Files, in the order data flows through a run:
 - faults.py             fault injection for recovery drills: kill, hang, freeze or stall a rank, make it skip an
                         all-reduce, kill it mid-save
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)
+- handoff.py            under the test suite only (FMLAB_WORKER_ZYGOTES): the entry script's process hands over to a
+                        worker forked from worker_zygote.py, a parent that imported torch and transformers once
 - cache.py              train_cached(): a run trained once per content (code, settings, data) under build/cache/runs/
 
 The names below are loaded on first use, so `fmlab.train.log` stays light for the jobs layer.

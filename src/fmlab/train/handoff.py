@@ -23,17 +23,23 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 VARIABLE = "FMLAB_WORKER_ZYGOTES"
 ZYGOTE_FILE = Path(__file__).with_name("worker_zygote.py")
 ZYGOTE_MODULE = "_fmlab_worker_zygote"
-BOOT = (f"import importlib.util, sys; s = importlib.util.spec_from_file_location({ZYGOTE_MODULE!r}, sys.argv[2]); "
+# The zygote leaves its starter at once (a fork whose parent exits): no entry script is its parent, so killing a
+# job's process tree (fmlab.environment.kill_process_tree, psutil's descendants) never reaches the zygote, nor the
+# workers of other jobs forked from it.
+BOOT = ("import os, sys\nif os.fork(): os._exit(0)\n"
+        f"import importlib.util; s = importlib.util.spec_from_file_location({ZYGOTE_MODULE!r}, sys.argv[2]); "
         "m = importlib.util.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); "
         "del s; m.serve(sys.argv[1])")
 # Variables a worker may have and its zygote not, because nothing the zygote imports (worker_zygote.PRELOAD) reads
@@ -54,8 +60,6 @@ def enable() -> Path | None:
     within a second of disable(folder)."""
     if os.environ.get("FMLAB_WARM_WORKERS", "1") == "0":
         return None
-    import tempfile
-
     folder = Path(tempfile.mkdtemp(prefix="fmlab-workers-"))  # short: a socket's path has at most 107 bytes
     os.environ[VARIABLE] = str(folder)
     return folder
@@ -64,21 +68,23 @@ def enable() -> Path | None:
 def disable(folder: Path | None) -> None:
     if folder is None:
         return
-    import shutil
-
     if os.environ.get(VARIABLE) == str(folder):
         del os.environ[VARIABLE]
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def ledger_cpu(folder: Path | None) -> float:
-    """CPU seconds of the forked workers that ended and of the zygotes' imports (worker_zygote's ledger): they
-    belong to no process that waits for them, so resource.RUSAGE_CHILDREN never sees them."""
+def ledger(folder: Path | None) -> list[dict]:
+    """The zygotes' ledger: a line per zygote (its imports, `"zygote": true`) and per forked worker that ended, with
+    its CPU seconds. They belong to no process that waits for them, so resource.RUSAGE_CHILDREN never sees them."""
     try:
         lines = (folder / "cpu.jsonl").read_text().splitlines() if folder else []
     except FileNotFoundError:
-        return 0.0
-    return sum(json.loads(line)["cpu"] for line in lines if line.endswith("}"))
+        return []
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def ledger_cpu(folder: Path | None) -> float:
+    return sum(line["cpu"] for line in ledger(folder))
 
 
 def is_per_worker(name: str) -> bool:
@@ -126,16 +132,31 @@ def connect(folder: Path, key: str, options: list[str], env: dict[str, str]) -> 
             return _connected(path)
         except OSError:
             pass
+        path.unlink(missing_ok=True)  # a zygote that was killed leaves its socket behind
+        pid_file = folder / f"{key}.pid"
+        pid_file.unlink(missing_ok=True)
         with open(folder / f"{key}.log", "ab") as log:
-            zygote = subprocess.Popen([sys.executable, *options, "-c", BOOT, str(path), str(ZYGOTE_FILE)],
-                                      env=env, cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                      start_new_session=True)
+            subprocess.run([sys.executable, *options, "-c", BOOT, str(path), str(ZYGOTE_FILE)], env=env, cwd=folder,
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, check=True)
         deadline = time.monotonic() + START_TIMEOUT
         while not path.exists():
-            if zygote.poll() is not None or time.monotonic() > deadline:
+            if time.monotonic() > deadline or (pid_file.exists() and not _alive(pid_file)):
                 raise OSError(f"the worker zygote did not start (see {folder / f'{key}.log'})")
             time.sleep(0.02)
         return _connected(path)
+
+
+def _alive(pid_file: Path) -> bool:
+    text = pid_file.read_text()
+    if not text:
+        return True  # written this moment
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _connected(path: Path) -> socket.socket:

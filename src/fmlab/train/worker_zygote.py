@@ -25,16 +25,20 @@ its descriptors 0-2 (the others closed, as torchrun's Popen closes them), and ru
 or `python -m module` would, in a fresh __main__ namespace.
 """
 
+import atexit
 import builtins
 import gc
+import importlib
 import importlib.machinery
 import importlib.util
 import json
 import os
+import runpy
 import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -54,8 +58,6 @@ LEDGER = "cpu.jsonl"  # beside the sockets: a line per forked worker that ended,
 
 
 def preload() -> None:
-    import importlib
-
     gc.disable()  # as the entry scripts do while they import (fmlab.train.collector)
     sys.modules.setdefault("rfc3987_syntax", None)  # as fmlab/__init__.py does in every process that imports fmlab
     for name in PRELOAD:
@@ -89,8 +91,6 @@ def run_main(request: dict) -> tuple[int, int | None]:
                 source = f.read()
             exec(compile(source, request["script"], "exec"), main)
         else:
-            import runpy
-
             runpy._run_module_as_main(request["module"], alter_argv=False)  # what `python -m` calls
         code, die_of = 0, None
     except SystemExit as stop:
@@ -104,8 +104,6 @@ def run_main(request: dict) -> tuple[int, int | None]:
         sys.excepthook(*sys.exc_info())
         code, die_of = 1, None
     threading._shutdown()  # what the interpreter does at exit: wait for non-daemon threads, then atexit
-    import atexit
-
     atexit._run_exitfuncs()
     return code, die_of
 
@@ -134,8 +132,6 @@ def become_worker(request: dict, fds: list[int], ready: int) -> None:
     sys.argv[:] = request["argv"]
     sys.orig_argv[:] = request["orig_argv"]
     sys.path[:] = request["path"]
-    import tempfile
-
     tempfile.tempdir = None  # computed again from this worker's TMPDIR
     np = sys.modules.get("numpy")
     if np is not None:
@@ -180,6 +176,8 @@ def keep(conn: socket.socket, request: dict, fds: list[int], ledger: str) -> Non
 
 
 def serve(path: str) -> None:
+    with open(path.removesuffix(".sock") + ".pid", "w") as f:
+        f.write(str(os.getpid()))  # for its starter, which waits for the socket while this process lives
     del sys.path[0]  # '' from `python -c`: the zygote's folder must not shadow modules; a worker gets its own path
     preload()
     listener = ZYGOTE.listen(path)

@@ -7,6 +7,8 @@ the real training script.
 """
 
 import json
+import subprocess
+import sys
 import textwrap
 import time
 
@@ -178,6 +180,22 @@ def test_cleanup_stops_running_local_jobs(local_jobs, capsys):
     assert actions == [f"stopped {job.name} (local sandbox)"]
     assert job.describe()["TrainingJobStatus"] == "Stopped"
     assert "stopped" in capsys.readouterr().out
+
+
+def test_cleanup_leaves_a_job_another_live_process_launched_and_the_command_stops_it(local_jobs, monkeypatch, capsys):
+    # make course runs two notebooks at a time: lab 03's cleanup once stopped lab 07's twin job (2026-11-27)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        monkeypatch.setattr(sandbox.service, "_launcher_pid", lambda: other.pid)
+        job = jobs.launch(JobSpec("probe-other", entry_point=str(local_jobs), hyperparameters={"sleep": 60}),
+                          backend="local", quiet=True)
+        assert jobs.cleanup("local") == [] and job.describe()["TrainingJobStatus"] == "InProgress"
+        assert f"left {job.name} running: another live process (pid {other.pid})" in capsys.readouterr().out
+        assert jobs.cleanup("local", every_launcher=True) == [f"stopped {job.name} (local sandbox)"]
+        assert job.describe()["TrainingJobStatus"] == "Stopped"
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_duplicate_name_and_missing_drivers_are_refused(local_jobs):

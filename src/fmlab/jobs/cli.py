@@ -132,7 +132,7 @@ def run_command(args: argparse.Namespace) -> int:
                     if d.get(key) is not None:
                         print(f"{key:<22} {d[key]}")
             return 0 if d["TrainingJobStatus"] != "Failed" else 1
-        jobs.cleanup(args.backend, dry_run=args.dry_run)
+        jobs.cleanup(args.backend, dry_run=args.dry_run, every_launcher=True)
         return 0
     except (RequestInvalid, OverBudget, QuotaTooLow, SandboxError, ValueError, KeyError) as e:
         print(f"error: {one_line(e)}", file=sys.stderr)

@@ -340,12 +340,22 @@ def list_jobs(backend: str | None = None, sagemaker_client=None) -> list[dict]:
             for j in found.get("TrainingJobSummaries", [])]
 
 
-def cleanup(backend: str | None = None, sagemaker_client=None, dry_run: bool = False) -> list[str]:
+def cleanup(backend: str | None = None, sagemaker_client=None, dry_run: bool = False,
+            every_launcher: bool = False) -> list[str]:
     """Stop the course's jobs still running and release their warm pools (keep-alive set to 0); prints and
-    returns what it did."""
+    returns what it did.
+
+    In the sandbox, a job that another live process launched (a notebook running beside this one, as `make
+    course` runs two at a time) is left to it unless `every_launcher` (`fmlab job cleanup` from a terminal): on
+    SageMaker one account's jobs are all the course's, on this machine they are each kernel's own."""
     actions: list[str] = []
     if _backend(backend) == "local":
         for job in sandbox.list_jobs("InProgress"):
+            launcher = None if every_launcher else sandbox.launched_elsewhere(job["TrainingJobName"])
+            if launcher:
+                print(f"left {job['TrainingJobName']} running: another live process (pid {launcher}) launched it "
+                      "(`fmlab job cleanup` stops it)")
+                continue
             if not dry_run:
                 sandbox.stop(job["TrainingJobName"])
             actions.append(f"stopped {job['TrainingJobName']} (local sandbox)")

@@ -14,8 +14,8 @@ ran preflight: fmlab.jobs.launch does, once, and says so):
     host.py        one /opt/ml-shaped instance "algo-N": its SM_* environment and its torchrun agent
 """
 
-from fmlab.sandbox.service import describe, list_jobs, logs, stop, submit, wait
+from fmlab.sandbox.service import describe, launched_elsewhere, list_jobs, logs, stop, submit, wait
 from fmlab.sandbox.state import FINAL, SandboxError, capacity, job_dir, root
 
-__all__ = ["FINAL", "SandboxError", "capacity", "describe", "job_dir", "list_jobs", "logs", "root", "stop",
+__all__ = ["FINAL", "SandboxError", "capacity", "describe", "job_dir", "launched_elsewhere", "list_jobs", "logs", "root", "stop",
            "submit", "wait"]

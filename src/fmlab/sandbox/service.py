@@ -77,7 +77,8 @@ def submit(request: dict, start: bool = True, checked: bool = False) -> str:
         **{k: request[k] for k in ("AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
                                    "ResourceConfig", "StoppingCondition", "HyperParameters", "CheckpointConfig",
                                    "EnableManagedSpotTraining", "Environment") if k in request},
-        "Sandbox": {"JobDir": str(folder), "Log": str(folder / "job.log"), "Notices": []},
+        "Sandbox": {"JobDir": str(folder), "Log": str(folder / "job.log"), "Notices": [],
+                    "LauncherPid": _launcher_pid()},
     }
     write_json(folder / "status.json", status)
     (folder / "job.log").touch()
@@ -153,6 +154,17 @@ def wait(name: str, timeout: float | None = None, poll: float = 0.25) -> dict:
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"sandbox job {name} still {d['SecondaryStatus']} after {timeout} s")
         time.sleep(poll)
+
+
+def _launcher_pid() -> int:
+    return os.getpid()
+
+
+def launched_elsewhere(name: str) -> int | None:
+    """The pid of the live process, other than this one, that submitted the job (a notebook's kernel running
+    beside this one), or None: this process launched it, or its launcher has ended."""
+    pid = describe(name).get("Sandbox", {}).get("LauncherPid")
+    return pid if pid and pid != os.getpid() and _alive(pid) else None
 
 
 def stop(name: str) -> dict:

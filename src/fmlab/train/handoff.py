@@ -1,7 +1,7 @@
 """An entry script hands its process over to a worker forked from a pre-imported parent, when the run asks for it.
 
-    FMLAB_WORKER_ZYGOTES=<folder>   set by the test suite (tests/conftest.py: enable()); unset, nothing happens
-    FMLAB_WARM_WORKERS=0            the test suite leaves it unset: every worker imports for itself
+    FMLAB_WORKER_ZYGOTES=<folder>   set by the test suite (tests/conftest.py calls enable()); unset, nothing happens
+    FMLAB_WARM_WORKERS=0            enable() does nothing: every worker of the test suite imports for itself
 
 The first lines of entrypoints/train.py and `python -m fmlab.train` call `handoff()` before importing torch. With
 the variable set, the script asks a zygote (fmlab.train.worker_zygote, one per distinct interpreter, sys.path and
@@ -11,7 +11,8 @@ it (torchrun, the sandbox, a test) sees what it would have seen:
 - a signal it receives (torchrun's SIGTERM to the group) goes to the worker's process group;
 - it ends as the worker ends: the same exit code, or the same signal (a rank that killed itself with SIGKILL);
 - killed itself (torchrun's SIGKILL), its connection closes and the worker's keeper kills the worker's group.
-A worker starts in ~0.1 CPU s instead of ~3.3 (torch, torch.distributed, transformers). Anything that keeps it
+A worker starts in ~0.1 CPU s instead of ~3.3 (torch, torch.distributed, transformers). What a forked worker shares
+with its zygote, and why it cannot tell, is in worker_zygote's docstring. Anything that keeps it
 from handing over (no zygote could start, a terminal on a descriptor, an option the zygote would not share) leaves
 the script to import and run as usual, so a run never fails for it.
 """

@@ -1,9 +1,9 @@
 """The parent that training workers are forked from when a test run asks for it (fmlab.train.handoff): it imports
 torch, torch.distributed and transformers once, then forks a worker for each entry script that hands itself over.
 
-A training worker spends ~3.3 CPU s importing those before its first step, and the test suite starts about 150
+A training worker spends ~3.3 CPU s importing those before its first step, and the test suite starts about 100
 workers (torchrun's, the sandbox's, the notebooks'). Started by fmlab.train.handoff, never by hand, as
-`python [the worker's interpreter options] -c BOOT SOCKET` (BOOT loads this file by path, under the name
+`python [the worker's interpreter options] -c BOOT SOCKET THIS_FILE` (BOOT loads this file by path, under the name
 `_fmlab_worker_zygote`, so that fmlab itself is never imported here). It listens on the Unix socket SOCKET, and
 ends once the socket is gone (the run that asked for it removed its folder) or after IDLE_SECONDS without a
 request and without a worker.

@@ -171,3 +171,27 @@ def test_two_forked_ranks_train_exactly_as_two_fresh_ones(tmp_path, zygotes, mon
     fresh = torchrun_train(2, args, tmp_path / "fresh").check()
     assert [m["loss"] for m in forked.metrics] == [m["loss"] for m in fresh.metrics]
     assert len(forked.metrics) == 4
+
+
+def test_a_signal_that_comes_before_the_worker_waits_for_it_or_returns_to_the_entry_script():
+    """The stand-in's handlers exist before the worker does: torchrun may stop its workers a moment after starting
+    them (a flake of the test above on a loaded machine, before the handlers came first)."""
+    seen = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: seen.append(signum))
+    try:
+        early = handoff.Forwarder()
+        os.kill(os.getpid(), signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        assert early.waiting == [signal.SIGUSR1, signal.SIGUSR2] and seen == []
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        early.start(worker.pid)  # both go to the worker's group, in order: SIGUSR1 kills it
+        assert worker.wait(30) == -signal.SIGUSR1 and early.waiting == []
+        early.give_up()
+
+        late = handoff.Forwarder()  # no worker came: the entry script meets the signal itself, as it was set up
+        os.kill(os.getpid(), signal.SIGUSR2)
+        late.give_up()
+        assert seen == [signal.SIGUSR2]
+        assert signal.getsignal(signal.SIGTERM) != late.forward
+    finally:
+        signal.signal(signal.SIGUSR2, previous)

@@ -185,6 +185,41 @@ def _umask() -> int:
     return mask
 
 
+class Forwarder:
+    """The stand-in's signal handlers, installed before the worker exists: a signal that arrives while the worker is
+    being forked (torchrun stopping its workers a moment after starting them) waits for the worker's pid, then goes
+    to its group like the rest. If no worker comes, the handlers are put back and the waiting signals delivered to
+    this process, which then meets them as a fresh worker would have."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.waiting: list[int] = []
+        self.previous = {signum: signal.getsignal(signum) for signum in FORWARDED}
+        for signum, handler in self.previous.items():
+            if handler != signal.SIG_IGN:
+                signal.signal(signum, self.forward)
+
+    def forward(self, signum, _frame) -> None:
+        if self.pid is None:
+            self.waiting.append(signum)
+            return
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def start(self, pid: int) -> None:
+        self.pid = pid
+        while self.waiting:
+            self.forward(self.waiting.pop(0), None)
+
+    def give_up(self) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        for signum in self.waiting:
+            os.kill(os.getpid(), signum)
+
+
 def handoff() -> None:
     """Hand this process over to a forked worker and end as it ends; return (do nothing) where it cannot."""
     folder = os.environ.get(VARIABLE)
@@ -194,29 +229,25 @@ def handoff() -> None:
     if options is None or any(os.isatty(fd) for fd in (0, 1, 2)):
         return  # a terminal's line buffering is decided when the interpreter starts: the zygote's has none
     env = {k: v for k, v in os.environ.items() if not is_per_worker(k)}
+    ask = request()  # before the handlers change: the worker gets this process's signal dispositions
+    forwarder = Forwarder()
     try:
         conn = connect(Path(folder), zygote_key(options, env), options, env)
-        socket.send_fds(conn, [json.dumps(request()).encode()], [0, 1, 2])
+        socket.send_fds(conn, [json.dumps(ask).encode()], [0, 1, 2])
         started = conn.recv(1 << 16)
     except OSError:
+        forwarder.give_up()
         return  # no zygote (its folder gone, its start failed): this process imports and runs the script itself
     if not started:
         conn.close()
+        forwarder.give_up()
         return  # the zygote ended before it forked (idle, or its run is over)
-    stand_in(conn, json.loads(started)["pid"])
+    forwarder.start(json.loads(started)["pid"])
+    stand_in(conn)
 
 
-def stand_in(conn: socket.socket, pid: int) -> None:
-    """Forward signals to the worker's group until it ends, then end the same way. Never returns."""
-    def forward(signum, _frame):
-        try:
-            os.killpg(pid, signum)
-        except ProcessLookupError:
-            pass
-
-    for signum in FORWARDED:
-        if signal.getsignal(signum) != signal.SIG_IGN:
-            signal.signal(signum, forward)
+def stand_in(conn: socket.socket) -> None:
+    """Wait, forwarding signals (Forwarder), until the worker ends, then end the same way. Never returns."""
     message = conn.recv(1 << 16)  # retried after each forwarded signal (PEP 475)
     code = json.loads(message)["exit"] if message else 1  # no message: the keeper was killed, say failure
     if code < 0:  # the worker died of a signal: die of the same one, as torchrun and the sandbox would have seen

@@ -52,8 +52,7 @@ def main() -> None:
         folder = Path(scratch) / "zygotes"
         folder.mkdir()
         first, first_losses = one_run(folder, Path(scratch) / "first", args.steps)  # starts the zygote
-        zygote = sum(json.loads(line)["cpu"] for line in (folder / "cpu.jsonl").read_text().splitlines()
-                     if json.loads(line).get("zygote"))
+        zygote = sum(line["cpu"] for line in handoff.ledger(folder) if line.get("zygote"))
         fresh, forked, same = [], [], True
         for round_ in range(args.rounds):
             cpu, fresh_losses = one_run(None, Path(scratch) / f"fresh{round_}", args.steps)

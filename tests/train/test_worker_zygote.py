@@ -67,7 +67,7 @@ if mode == "wait":
 """
 
 
-def start(tmp_path: Path, mode: str, forked: bool, **popen) -> subprocess.Popen:
+def start(tmp_path: Path, mode: str, forked: bool) -> subprocess.Popen:
     probe = tmp_path / "probe" / "probe.py"
     probe.parent.mkdir(exist_ok=True)
     probe.write_text(PROBE)
@@ -78,8 +78,7 @@ def start(tmp_path: Path, mode: str, forked: bool, **popen) -> subprocess.Popen:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-u", str(probe), mode], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            **popen)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def run(tmp_path: Path, mode: str, forked: bool) -> tuple[dict, subprocess.CompletedProcess]:

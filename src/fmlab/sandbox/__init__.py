@@ -17,5 +17,5 @@ ran preflight: fmlab.jobs.launch does, once, and says so):
 from fmlab.sandbox.service import describe, launched_elsewhere, list_jobs, logs, stop, submit, wait
 from fmlab.sandbox.state import FINAL, SandboxError, capacity, job_dir, root
 
-__all__ = ["FINAL", "SandboxError", "capacity", "describe", "job_dir", "launched_elsewhere", "list_jobs", "logs", "root", "stop",
-           "submit", "wait"]
+__all__ = ["FINAL", "SandboxError", "capacity", "describe", "job_dir", "launched_elsewhere", "list_jobs", "logs",
+           "root", "stop", "submit", "wait"]

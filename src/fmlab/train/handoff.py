@@ -10,7 +10,7 @@ environment, folder and descriptors 0-2. This process then stays as the worker's
 it (torchrun, the sandbox, a test) sees what it would have seen:
 - a signal it receives (torchrun's SIGTERM to the group) goes to the worker's process group;
 - it ends as the worker ends: the same exit code, or the same signal (a rank that killed itself with SIGKILL);
-- killed itself (torchrun's SIGKILL), its connection closes and the worker's keeper kills the worker's group.
+- if it is killed (torchrun's SIGKILL), its connection closes and the worker's keeper kills the worker's group.
 A worker starts in ~0.1 CPU s instead of ~3.3 (torch, torch.distributed, transformers). What a forked worker shares
 with its zygote, and why it cannot tell, is in worker_zygote's docstring. Anything that keeps it
 from handing over (no zygote could start, a terminal on a descriptor, an option the zygote would not share) leaves

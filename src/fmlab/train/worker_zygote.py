@@ -54,7 +54,7 @@ PRELOAD = ("numpy", "torch", "torch.distributed", "torch.distributed.checkpoint"
 NOT_PRELOADED = ("fmlab",)
 IDLE_SECONDS = 60.0
 MAX_FDS = 3  # stdin, stdout, stderr
-LEDGER = "cpu.jsonl"  # beside the sockets: a line per forked worker that ended, with its CPU seconds
+LEDGER = "cpu.jsonl"  # beside the sockets: a line per zygote and per forked worker that ended, with its CPU seconds
 
 
 def preload() -> None:
@@ -117,9 +117,7 @@ def become_worker(request: dict, fds: list[int], ready: int) -> None:
     os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 1024)
     os.chdir(request["cwd"])
     os.umask(request["umask"])
-    for signum in range(1, signal.NSIG):
-        if signum in (signal.SIGKILL, signal.SIGSTOP) or signum not in signal.valid_signals():
-            continue
+    for signum in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
         if signum in request["ignored"]:
             signal.signal(signum, signal.SIG_IGN)
         elif signum == signal.SIGINT:
@@ -182,9 +180,8 @@ def serve(path: str) -> None:
     preload()
     listener = ZYGOTE.listen(path)
     ledger = os.path.join(os.path.dirname(path), LEDGER)
-    with open(ledger, "a") as f:  # its imports, counted once, for the test whose worker started it
-        f.write(json.dumps({"cpu": round(time.process_time(), 3), "zygote": True,
-                            "test": os.environ.get("PYTEST_CURRENT_TEST")}) + "\n")
+    with open(ledger, "a") as f:  # its imports, counted once
+        f.write(json.dumps({"cpu": round(time.process_time(), 3), "zygote": True}) + "\n")
     keepers: set[int] = set()
     last = time.monotonic()
     while os.path.exists(path):

@@ -59,15 +59,21 @@ def _number(kind: type, low: float, what: str, low_ok: bool = False, high: float
 
 def _add_plan(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="time, cost and memory per device of a pretraining run")
-    p.add_argument("--model", required=True, choices=list(catalog.MODELS), help="model preset")
+    p.add_argument("--published", metavar="RUNS.json", default=None,
+                   help="predict every run of a published-runs file (docs/published-runs.md) and print predicted "
+                        "against reported tokens/s per GPU; the other options are then not used")
+    p.add_argument("--model", choices=list(catalog.MODELS), help="model preset")
     p.add_argument("--tokens", type=_number(float, 0, "training tokens"), default=None,
                    help="training tokens, e.g. 300e9 (default: Chinchilla-optimal, 20 per parameter)")
-    p.add_argument("--instance", required=True, choices=list(catalog.INSTANCES), help="SageMaker instance type")
-    p.add_argument("--count", type=_number(int, 1, "the instance count", low_ok=True), required=True,
+    p.add_argument("--instance", choices=list(catalog.INSTANCES), help="SageMaker instance type")
+    p.add_argument("--count", type=_number(int, 1, "the instance count", low_ok=True),
                    help="number of instances")
-    p.add_argument("--mfu", type=_number(float, 0, "the utilisation", high=1), default=0.4,
-                   help="fraction of peak FLOP/s the devices sustain, in (0, 1] (default 0.4); it is the MFU "
-                        "without recomputation, and the HFU with it")
+    p.add_argument("--mfu", type=_number(float, 0, "the utilisation", high=1), default=None,
+                   help="a what if: plan at this fraction of peak FLOP/s, in (0, 1], instead of the predicted step "
+                        "(it is the MFU without recomputation, and the HFU with it)")
+    p.add_argument("--global-batch", type=_number(int, 1, "the global batch", low_ok=True), default=None,
+                   help="sequences per optimizer step (default: GPT-3's batch for the nearest model size, in whole "
+                        "micro-batches per data-parallel rank)")
     p.add_argument("--sharding", default="none", help="none | zero1 | zero2 | full | hybrid (with --hybrid-shard-degree)")
     p.add_argument("--hybrid-shard-degree", type=_number(int, 0, "the hybrid shard degree", low_ok=True), default=0,
                    help="with --sharding hybrid: devices per shard group, e.g. 8 (one node)")
@@ -94,6 +100,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from fmlab.plan import compute
     from fmlab.plan.layout import make_plan
 
+    if args.published:
+        return _published(args.published, args.json)
+    missing = [f"--{name}" for name in ("model", "instance", "count") if getattr(args, name) is None]
+    if missing:
+        print(f"error: fmlab plan needs {', '.join(missing)} (or --published RUNS.json)", file=sys.stderr)
+        return 2
     tokens = args.tokens or compute.chinchilla_tokens(compute.param_count(catalog.model(args.model)))
     old, _, degree = args.sharding.partition(":")
     if old == "hybrid" and degree.isdigit() and not args.hybrid_shard_degree:  # the course's old spelling
@@ -105,7 +117,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                   pp=args.pp, activation_checkpointing=args.activation_checkpointing,
                                   activation_offloading=args.activation_offloading)
         plan = make_plan(args.model, tokens, args.instance, args.count, parallel=parallel, mfu=args.mfu,
-                         micro_batch=args.micro_batch, seq_len=args.seq_len, attention=args.attention)
+                         micro_batch=args.micro_batch, seq_len=args.seq_len, attention=args.attention,
+                         global_batch=args.global_batch)
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -114,6 +127,31 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         print(format_plan(plan))
     return 0 if plan.fits else EXIT_DOES_NOT_FIT
+
+
+def _published(path: str, as_json: bool) -> int:
+    """`fmlab plan --published RUNS.json`: every run predicted beside its reported throughput."""
+    from fmlab.plan import published
+
+    try:
+        rows = published.compare(published.load(path))
+    except PlanError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'run':<40} {'GPUs':>6} {'predicted':>10} {'reported':>10} {'ratio':>6} {'MFU':>5}  step: compute "
+          "+ recompute + exposed comm + bubble (s)")
+    for r in rows:
+        print(f"{r['name']:<40} {r['gpus']:>6} {r['predicted_tokens_per_second_per_gpu']:>10,.0f} "
+              f"{r['reported_tokens_per_second_per_gpu']:>10,.0f} {r['ratio']:>6.2f} {r['predicted_mfu']:>5.0%}  "
+              f"{r['compute_s']:.2f} + {r['recompute_s']:.2f} + {r['exposed_communication_s']:.2f} + "
+              f"{r['bubble_s']:.2f} = {r['step_s']:.2f}")
+    s = published.summary(rows)
+    print(f"{s['inside']} of {s['runs']} within {s['within']:.0%} of the reported figure; the worst: {s['worst']} "
+          f"({s['worst_off']:.0%} off)")
+    return 0
 
 
 def _dollars(value: float) -> str:
@@ -137,13 +175,25 @@ def format_plan(plan) -> str:
         f"compute      {plan.train_flops:.3g} FLOPs",
         f"cluster      {plan.instances} x {plan.instance} = {plan.devices} devices at HFU {plan.hfu:.0%}, MFU "
         f"{plan.mfu:.0%}" + (" (recomputation re-runs the forward)" if plan.mfu < plan.hfu else ""),
+        f"speed        {plan.speed_basis}",
+    ]
+    if plan.step:
+        st = plan.step
+        lines.append(f"  step       {st['step_s']:.3f} s = compute {st['compute_s']:.3f} + recompute "
+                     f"{st['recompute_s']:.3f} + exposed communication {st['exposed_communication_s']:.3f} + bubble "
+                     f"{st['bubble_s']:.3f} + optimizer {st['optimizer_s']:.3f} + fixed {st['fixed_s']:.3f}; "
+                     f"{st['tokens_per_second_per_gpu']:,.0f} tokens/s per device")
+        lines += [f"  exposed    {name:<26} {seconds:.3f} s" for name, seconds in st["communication"].items()]
+        lines.append(f"  hidden     {'behind compute':<26} {st['hidden_communication_s']:.3f} s")
+    lines += [
         f"time         {plan.days:,.1f} days",
         f"cost         {_dollars(plan.cost_usd)}  ({plan.price_note})",
         f"layout       dp {lay.dp(world)} x tp {lay.tp} x pp {lay.pp}, sharding {lay.sharding}"
         + (f" (groups of {lay.shard_degree(world)})" if lay.sharding == "hybrid" else "") + ", "
-        f"activation checkpointing {saving}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens",
-        f"memory       {plan.memory_gb_per_device:,.1f} GB per device of {plan.usable_memory_gb:.0f} usable "
-        f"({plan.device_memory_gb:.0f} GB device)",
+        f"activation checkpointing {saving}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens, "
+        f"{plan.grad_accum} per step (global batch {plan.global_batch} sequences)",
+        f"memory       {plan.memory_gb_per_device:,.1f} GB per device; it may use {plan.memory_limit_gb:.1f} "
+        f"({plan.usable_memory_gb:.0f} usable of a {plan.device_memory_gb:.0f} GB device, less 5% headroom)",
     ]
     lines += [f"  {k:<22} {v:10.2f} GB" for k, v in plan.memory_breakdown_gb.items()]
     lines.append(f"checkpoint   {plan.checkpoint_gb['training']:,.0f} GB training state, "

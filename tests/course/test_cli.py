@@ -57,10 +57,34 @@ def test_hybrid_sharding_has_one_spelling_and_the_old_one_is_read_with_a_note(ca
     assert "needs hybrid_shard_degree >= 1" in capsys.readouterr().err
 
 
-def test_plan_prints_hfu_and_the_lower_mfu_of_full_recomputation(capsys):
+def test_plan_prints_hfu_and_the_lower_mfu_of_full_recomputation_as_a_what_if(capsys):
     main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
-          "--sharding", "full", "--activation-checkpointing", "full"])
-    assert "at HFU 40%, MFU 30% (recomputation re-runs the forward)" in capsys.readouterr().out
+          "--sharding", "full", "--activation-checkpointing", "full", "--mfu", "0.4"])
+    out = capsys.readouterr().out
+    assert "at HFU 40%, MFU 30% (recomputation re-runs the forward)" in out
+    assert "what if: HFU 0.4 given instead of the predicted step" in out
+
+
+def test_plan_prints_the_predicted_step_and_bases_the_days_on_it(capsys):
+    main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+          "--sharding", "hybrid", "--hybrid-shard-degree", "32", "--activation-checkpointing", "full",
+          "--micro-batch", "4", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    step = plan["step"]
+    assert plan["speed_basis"].startswith("predicted step") and plan["global_batch"] == 1024
+    assert plan["days"] == pytest.approx(300e9 / (step["tokens_per_second_per_gpu"] * 128) / 86400, rel=1e-6)
+    assert step["step_s"] == pytest.approx(sum(step[k] for k in ("compute_s", "recompute_s", "exposed_communication_s",
+                                                                  "bubble_s", "optimizer_s", "fixed_s")))
+    main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+          "--sharding", "hybrid", "--hybrid-shard-degree", "32", "--activation-checkpointing", "full",
+          "--micro-batch", "4"])
+    out = capsys.readouterr().out
+    assert "exposed communication" in out and "fsdp_backward" in out and "hidden     behind compute" in out
+
+
+def test_plan_without_a_model_or_runs_file_says_what_it_needs(capsys):
+    assert main(["plan", "--instance", "ml.p4d.24xlarge"]) == 2
+    assert "--model, --count (or --published RUNS.json)" in capsys.readouterr().err
 
 
 def test_default_tokens_are_chinchilla(capsys):

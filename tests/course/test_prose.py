@@ -20,14 +20,15 @@ def test_the_layout_sentences_follow_the_cluster_size():
     params = compute.param_count(catalog.model(MODEL))
     rows16, c16 = chosen(16)
     rows32, c32 = chosen(32)
-    assert c16["shard degree"] == 64 and "hybrid_shard_degree=64" in prose.layout_reason(rows16, c16, params)
+    # at one sequence per GPU, the fastest predicted step that fits with the gradients of 8 accumulation steps
+    assert c16["shard degree"] == 32 and "hybrid_shard_degree=32" in prose.layout_reason(rows16, c16, params)
     s16, s32 = prose.layout_reason(rows16, c16, params), prose.layout_reason(rows32, c32, params)
     assert s16 != s32
-    assert f"{c16['states GB']:.1f} GB per GPU" in s16 and "The cluster holds 2 such groups" in s16
-    # the sentence follows the planner: with the engine's measured activations (fmlab.plan.memory) 32-GPU groups
-    # need full recomputation (selective keeps 36.4 GB of 36 usable) and 16-GPU groups offloading
-    assert "groups of 32 GPUs fit only with full recomputation" in s16
-    assert "groups of 16 GPUs fit only with offload recomputation" in s16
+    assert f"{c16['states GB']:.1f} GB per GPU" in s16 and "The cluster holds 4 such groups" in s16
+    assert "The cluster holds 8 such groups" in s32
+    # the sentence follows the planner: 16-GPU groups hold 30 GB of states, and with the activations and the
+    # held gradients nothing fits in the 34.2 GB a plan may fill
+    assert "groups of 16 GPUs: no layout fits (the states alone are 30.0 GB per GPU)" in s16
     assert "groups of 8 GPUs: no layout fits" in s16  # not "fit with none", which reads as "without recomputation"
     t16, t32 = prose.layout_traffic(params, 128, 64), prose.layout_traffic(params, 128, 32)
     assert t16 != t32 and "a ring over 64 GPUs has 63 latency steps instead of 127" in t16
@@ -40,13 +41,14 @@ def test_the_layout_sentences_follow_the_cluster_size():
 
 def test_the_global_batch_sentence_and_rule():
     _, c16 = chosen(16)
-    assert c16["global batch tokens"] == 128 * 2048
-    assert "= **262,144 tokens (0.25M) per optimizer step**" in prose.global_batch(c16, 128, 2048)
-    assert "= **524,288 tokens" in prose.global_batch(c16, 256, 2048)
-    assert "reaches the limit at 2,048 GPUs" in prose.global_batch(c16, 128, 2048)
+    assert c16["global batch tokens"] == 1024 * 2048 and c16["smallest batch tokens"] == 128 * 2048
+    text = prose.global_batch(c16, 128, 2048)
+    assert "128 data-parallel replicas x micro-batch 1 x 8 accumulation steps" in text
+    assert "= **2,097,152 tokens (2.00M) per optimizer step**" in text and "one micro-batch per replica, 262,144" in text
+    assert "reaches the limit at 2,048 GPUs" in text
     rows = layout.candidates(MODEL, 300e9, INSTANCE, 16, attention="flash")
     small = layout.choose(rows, max_global_batch_tokens=64 * 2048)  # 64 replicas at most: TP 2 needed
-    assert small["tp"] >= 2 and small["global batch tokens"] <= 64 * 2048
+    assert small["tp"] >= 2 and small["smallest batch tokens"] <= 64 * 2048
     with pytest.raises(PlanError, match="global batch above 1,000 tokens"):
         layout.choose(rows, max_global_batch_tokens=1000)
 

@@ -293,5 +293,5 @@ def test_the_memory_figure_shows_what_the_planner_computes():
         faded = [b.get_alpha() for b in bars if round(b.get_x() + b.get_width() / 2) == i]
         assert all((a == 1.0) == plan.fits for a in faded)  # layouts that do not fit are drawn pale
     dashed = [line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == "--"]
-    assert dashed == [plans["full (128)"].usable_memory_gb]  # the usable memory line
-    assert plans[figures.CHOSEN_LAYOUT].fits and not plans["hybrid 8"].fits
+    assert dashed == [plans["full (128)"].memory_limit_gb]  # what a plan may fill: usable less the headroom
+    assert plans["full (128)"].fits and not plans["hybrid 8"].fits and not plans["hybrid 64"].fits

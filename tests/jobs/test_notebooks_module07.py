@@ -2,7 +2,7 @@
 
 Run: .venv/bin/pytest tests/jobs/test_notebooks_module07.py -q   (about 70 s: two sandbox jobs and a gate)
 
-The notebook's figures are checked against the package (the planner's candidates and choice, estimate_run) and
+The notebook's figures are checked against the package (the planner's candidates, choice and predicted step) and
 against what it ran: the local ladder's gates (computed from the rungs' real checkpoints and held-out losses),
 the damaged checkpoint that must fail its gate, the captured 30B request, and the twin job on 2 instances.
 """
@@ -26,20 +26,29 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
 
     # 1. the plan, from the planner
     assert rec["nb07.params"] == compute.param_count(catalog.model("gpt-30b"))
-    choice = layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, attention="flash"))
-    assert rec["nb07.choice"] == {k: choice[k] for k in ("sharding", "shard degree", "tp", "recompute")}
+    rows = layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, attention="flash", micro_batches=(1, 2, 4, 8))
+    choice = layout.choose(rows)
+    assert rec["nb07.choice"] == {k: choice[k] for k in ("sharding", "shard degree", "tp", "recompute", "micro-batch")}
     assert rec["nb07.choice_gb"] == pytest.approx(choice["GB per device"], abs=0.01)
-    # the table that chose it has one row per shard degree, so the chosen layout's figure is in it (not an average)
     assert rec["nb07.choice_in_table"] == pytest.approx(choice["GB per device"], abs=0.01)
-    assert rec["nb07.step_seconds"]["efa"] > rec["nb07.step_seconds"]["compute"] > 0  # bytes turned into seconds
+    assert choice["GB per device"] <= 0.95 * choice["usable GB"]  # the planner's headroom
+    # the predicted step: one sequence per GPU leaves the EFA gathers exposed (network-bound); the choice hides them
+    steps = rec["nb07.step_seconds"]
+    one, chosen = steps["one_sequence"], steps["chosen"]
+    assert one["exposed_communication_s"] > one["compute_s"] > 0
+    assert chosen["exposed_communication_s"] < 0.05 * chosen["compute_s"] and chosen["mfu"] > 2 * one["mfu"]
     assert 5 < rec["nb07.rehearsal_days"] < 60  # the ladder's calendar time is printed beside its cost
     assert rec["nb07.full_none_gb"] == {"flash": 32.22, "eager": 96.65}  # fmlab.plan.memory
-    assert rec["nb07.global_batch_tokens"] == choice["global batch tokens"] == 128 * 2048
-    run = compute.estimate_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, 0.4)
-    assert rec["nb07.days"] == pytest.approx(run.days, abs=0.01)
-    low, high = rec["nb07.measured_mfu_range"]  # one GPU, eager to compiled: 40% lies between
-    assert low < 0.40 < high
+    assert rec["nb07.global_batch_tokens"] == choice["global batch tokens"] == 1024 * 2048  # GPT-3's 2M
+    run = layout.make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, parallel=choice["parallel"],
+                           micro_batch=choice["micro-batch"])
+    assert rec["nb07.days"] == pytest.approx(run.days, abs=0.01) and rec["nb07.mfu"] == pytest.approx(run.mfu, abs=1e-4)
     assert rec["nb07.cost_usd"] == pytest.approx(run.cost_usd, abs=1)
+    low, high = rec["nb07.measured_mfu_range"]  # one GPU, eager to compiled
+    assert low < high
+    published = rec["nb07.published"]  # the chart: the same figures as tests/plan/test_speed.py holds
+    assert published["runs"] >= 12 and published["within_20"] >= 0.8 * published["runs"] and published["worst"] <= 0.35
+    assert abs(published["smp_ratio"] - 1) < 0.2
 
     # 2. the ladder: both rungs pass every check; the damaged checkpoint fails its gate
     gates = rec["nb07.gates"]
@@ -55,9 +64,10 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     req = rec["nb07.request"]
     assert req["problems"] == 0 and (req["count"], req["type"]) == (16, "ml.p4d.24xlarge")
     assert req["image"].endswith("/smdistributed-modelparallel:2.5.1-gpu-py311-cu124")
-    assert json.loads(req["mp_parameters"]) == rec["nb07.smp"] == {"hybrid_shard_degree": 64, "tensor_parallel_degree": 1}
+    assert json.loads(req["mp_parameters"]) == rec["nb07.smp"] == {
+        "hybrid_shard_degree": choice["shard degree"], "tensor_parallel_degree": 1}
     assert req["environment"]["FI_PROVIDER"] == "efa" and req["environment"]["NCCL_PROTO"] == "simple"
-    # ~41 planned days (+20%) do not fit SageMaker's 28 days per job: a chain of jobs, one checkpoint URI
+    # ~35 planned days (+20%) do not fit SageMaker's 28 days per job: a chain of jobs, one checkpoint URI
     chain = rec["nb07.chain"]
     assert chain["jobs"] == ["gpt30b-1of2", "gpt30b-2of2"] and len(chain["checkpoint_uris"]) == 1
     assert all(s <= 28 * 86400 for s in chain["max_run_s"]) and req["max_run_s"] == chain["max_run_s"][0]

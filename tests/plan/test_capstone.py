@@ -4,6 +4,7 @@ chance defeats (module 12).
     .venv/bin/pytest tests/plan/test_capstone.py -v
 """
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -27,16 +28,18 @@ def test_the_reference_plan_meets_each_brief(brief):
 
 def test_the_30b_reference_is_module_11s_choice():
     ref = capstone.reference_plan(capstone.BRIEFS["gpt-30b"])
-    assert (ref.instance, ref.nodes, ref.region, ref.reserved_days) == ("ml.p5.48xlarge", 16, "us-east-1", 16)
+    # the predicted step (fmlab.plan.speed): 12.2 days on 16 x p5 at a 128-sequence batch, reserved with margin
+    assert (ref.instance, ref.nodes, ref.region, ref.reserved_days) == ("ml.p5.48xlarge", 16, "us-east-1", 15)
     assert ref.parallel == ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
 
 
-def test_with_no_margin_the_30b_plan_misses_its_deadline_too_often():
+def test_with_no_margin_the_30b_plan_misses_its_deadline_far_more_often():
     brief = capstone.BRIEFS["gpt-30b"]
     ref = capstone.reference_plan(brief)
-    bare = replace(ref, reserved_days=13)  # the run's 12.9 days, rounded up, nothing more
-    g = capstone.grade(bare, brief)
-    assert not g.passed and g.p_miss > 0.25 and "misses the 16-day deadline" in g.failed[0]
+    bare = replace(ref, reserved_days=math.ceil(capstone._plan_of(ref, brief).days))  # the run, rounded up
+    assert capstone.problems(bare, brief) == []
+    g, g_ref = capstone.grade(bare, brief), capstone.grade(ref, brief)
+    assert g.p_miss > 5 * g_ref.p_miss and g.p_miss > 0.03
 
 
 @pytest.mark.parametrize("change, words", [

@@ -3,6 +3,7 @@
 import pytest
 
 from fmlab.course.run import bare_figures
+from fmlab.plan import layout
 
 pytestmark = pytest.mark.notebook
 
@@ -26,7 +27,14 @@ def test_when_to_pretrain_notebook(run_notebook):
     assert r.ok, r.error
     rec = r.records
     assert rec["target_params"] == 29_974_432_768
-    assert 30 < rec["target_days"] < 50  # gpt-30b, 300B tokens, 16 p4d at MFU 40%
+    assert 30 < rec["target_days"] < 50  # gpt-30b, 300B tokens, 16 p4d at MFU 40% (the what if)
+    # the prediction: the planner's chosen layout and its step, not a typed MFU
+    row = layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, micro_batches=(1, 2, 4, 8)))
+    plan = layout.make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, parallel=row["parallel"],
+                            micro_batch=row["micro-batch"])
+    assert rec["target_predicted"] == {"mfu": round(plan.mfu, 4), "days": round(plan.days, 2),
+                                       "cost_usd": round(plan.cost_usd), "micro_batch": row["micro-batch"]}
+    assert all(0.2 < v < 0.6 for v in rec["predicted_mfu_by_cluster"].values())
     for run in ("Llama 2 7B", "Llama 2 13B", "Llama 2 70B"):
         assert 0.30 <= rec[f"implied_mfu.{run}"] <= 0.50
     for run in ("Falcon-40B", "BloombergGPT"):

@@ -30,12 +30,14 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
+from fmlab.course.params import module7_plan
 from fmlab.plan import catalog, compute, reliability
 from fmlab.plan.layout import TrainingPlan, checkpoint_gb, make_plan
 from fmlab.plan.parallelism import ParallelConfig
 
-# The module 7 run: gpt-30b on 16 x p4d.24xlarge (128 A100 40 GB), 300B tokens at 40% MFU.
-MODEL, INSTANCE, INSTANCES, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, 0.4
+# The module 7 run: gpt-30b on 16 x p4d.24xlarge (128 A100 40 GB), 300B tokens; MFU None: the predicted step
+# (notebook 07's parameters, which a test holds these to).
+MODEL, INSTANCE, INSTANCES, TOKENS, MFU = "gpt-30b", "ml.p4d.24xlarge", 16, 300e9, None
 ATTENTION = "flash"  # FlashAttention / PyTorch SDPA: the attention scores are never stored
 
 # (group, label, layout): the candidate layouts of gpt30b_memory, in the order drawn
@@ -53,7 +55,6 @@ GPT30B_LAYOUTS: tuple[tuple[str, str, ParallelConfig], ...] = (
     ("full sharding + recomputation", "offload", ParallelConfig(sharding="full", activation_checkpointing="full",
                                                                 activation_offloading=True)),
 )
-CHOSEN_LAYOUT = "hybrid 64"  # groups of 64 GPUs (2 replicas), no recomputation: fmlab.plan.layout.choose
 HYBRID_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 # Module 8: checkpointing the module 7 run (the assumptions of notebook 08)
@@ -152,12 +153,14 @@ def gpt30b_memory():
     Layouts: full sharding over the 128 GPUs; hybrid sharding within groups of 8, 16, 32 and 64; full sharding with
     tensor parallelism 2, 4 and 8; full sharding with selective or full recomputation, or offloading. Each bar is
     fmlab.plan.layout.make_plan(..., attention="flash", micro_batch=1), split into weights, gradients, optimizer
-    state and activations. The dashed line is the usable memory (90% of 40 GB); layouts above it are hatched and
-    pale, their labels red. The chosen layout, hybrid groups of 64 with no recomputation, is marked.
+    state and activations. The dashed line is what a plan may fill (90% of 40 GB usable, less the planner's 5%
+    headroom); layouts above it are hatched and pale, their labels red. Which of those that fit is chosen is a
+    question of speed, not memory (notebook 07's predicted step): no bar is marked.
     """
     plans = gpt30b_plans()
     labels = list(plans)
-    usable = next(iter(plans.values())).usable_memory_gb
+    first = next(iter(plans.values()))
+    usable, limit = first.usable_memory_gb, first.memory_limit_gb
     fig = _figure(11, 5.2)
     ax = fig.subplots()
     x = list(range(len(labels)))
@@ -170,21 +173,18 @@ def gpt30b_memory():
                    hatch=None if fits else "//", edgecolor="white" if fits else colour, linewidth=0.6,
                    label=name if i == 0 else None)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.axhline(usable, color="black", linestyle="--", linewidth=1.2,
-               label=f"usable memory per GPU ({usable:.0f} of {plans[labels[0]].device_memory_gb:.0f} GB)")
+    ax.axhline(limit, color="black", linestyle="--", linewidth=1.2,
+               label=f"what a plan may fill per GPU ({limit:.1f} GB: {usable:.0f} usable of "
+                     f"{first.device_memory_gb:.0f}, less 5% headroom)")
     for i, (label, plan) in enumerate(plans.items()):
         verdict = "fits" if plan.fits else "does not fit"
-        weight = "bold" if label == CHOSEN_LAYOUT else "normal"
-        if label == CHOSEN_LAYOUT:
-            verdict += "\n(chosen)"
         ax.annotate(f"{plan.memory_gb_per_device:.0f} GB\n{verdict}", (i, bottom[i]), ha="center", va="bottom",
-                    fontsize=8, fontweight=weight, xytext=(0, 3), textcoords="offset points",
+                    fontsize=8, xytext=(0, 3), textcoords="offset points",
                     color="black" if plan.fits else "#b22222",
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
     ax.set_xticks(x, [label.replace(" (", "\n(") for label in labels], fontsize=9)
-    for tick, plan, label in zip(ax.get_xticklabels(), plans.values(), labels, strict=True):
+    for tick, plan in zip(ax.get_xticklabels(), plans.values(), strict=True):
         tick.set_color("black" if plan.fits else "#b22222")
-        tick.set_fontweight("bold" if label == CHOSEN_LAYOUT else "normal")
     # the three groups of candidates, named above their bars and separated by dotted lines
     groups: dict[str, list[int]] = {}
     for i, (group, _, _) in enumerate(GPT30B_LAYOUTS):
@@ -206,11 +206,13 @@ def gpt30b_memory():
 def gpt30b_ladder():
     """The phased scaling plan of gpt-30b (fmlab.plan.compute.phased_plan): days and cost of each phase.
 
-    300B tokens at 40% MFU, on up to 16 x ml.p4d.24xlarge: base, medium, large, then the full run (jumbo), each
+    300B tokens at the module 7 run's predicted MFU, on up to 16 x ml.p4d.24xlarge: base, medium, large, then the
+    full run (jumbo), each
     on a larger model, more data and more GPUs. Two bar charts on log scales, days on the left and on-demand
     cost on the right, each bar labelled with its value.
     """
-    phases = compute.phased_plan(MODEL, TOKENS, INSTANCE, INSTANCES, MFU)
+    mfu = module7_plan().mfu
+    phases = compute.phased_plan(MODEL, TOKENS, INSTANCE, INSTANCES, mfu)
     names = [f"{p.name}\n{p.estimate.params / 1e9:.2g}B params\n{p.data_fraction:.0%} of data\n"
              f"{p.devices} GPU{'s' if p.devices > 1 else ''}" for p in phases]
     fig = _figure(11, 4.6)
@@ -229,7 +231,7 @@ def gpt30b_ladder():
             ax.annotate(text(v), (i, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
     left.set_title("days per phase", fontsize=10)
     right.set_title("cost per phase", fontsize=10)
-    fig.suptitle(f"{MODEL} phased plan: {TOKENS / 1e9:.0f}B tokens at MFU {MFU:.0%}, up to {INSTANCES} x {INSTANCE}",
+    fig.suptitle(f"{MODEL} phased plan: {TOKENS / 1e9:.0f}B tokens at MFU {mfu:.0%} (predicted), up to {INSTANCES} x {INSTANCE}",
                  fontsize=11)
     return fig
 
@@ -317,7 +319,7 @@ def job_mtbf():
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(MTBF_NODES, [f"{n:,}" for n in MTBF_NODES])
-    run_h = compute.estimate_run(MODEL, TOKENS, INSTANCE, INSTANCES, MFU).days * 24
+    run_h = module7_plan().days * 24
     for h, text in ((24, "1 day"), (24 * 7, "1 week"), (run_h, f"the {run_h / 24:.0f}-day {MODEL} run")):
         ax.axhline(h, color="grey", linestyle=":", linewidth=1)
         ax.text(MTBF_NODES[-1] * 1.15, h, text, va="center", ha="left", fontsize=8, color="dimgrey")

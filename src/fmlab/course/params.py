@@ -3,7 +3,7 @@
 A number a notebook borrows from another module comes from that module's own parameters, not typed again:
 
     run = notebook_parameters("07_gpt30b_sharded_training.ipynb")   # {"model": "gpt-30b", "tokens": 3e11, ...}
-    compute.estimate_run(run["model"], run["tokens"], run["instance"], run["instances"], run["mfu"])
+    plan = module7_plan()        # module 7's run as notebook 07 plans it: the chosen layout, the predicted days
 
 These are the notebook's defaults as committed; values papermill injects into that notebook's own run are not
 seen here.
@@ -33,3 +33,15 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             found[node.targets[0].id] = ast.literal_eval(node.value)
     return found
+
+
+def module7_plan(**overrides):
+    """Module 7's run as notebook 07 plans it: its parameters (with `overrides`: model, tokens, instance, instances),
+    the layout and micro-batch `layout.choose` takes among the candidates, and the plan of that layout: the
+    predicted step's days and cost, or its "what if" MFU when the notebook sets one."""
+    from fmlab.plan import layout
+
+    run = {**notebook_parameters("07_gpt30b_sharded_training.ipynb"), **overrides}
+    args = (run["model"], run["tokens"], run["instance"], run["instances"])
+    choice = layout.choose(layout.candidates(*args, micro_batches=tuple(run["micro_batches"]), mfu=run["mfu"]))
+    return layout.make_plan(*args, parallel=choice["parallel"], micro_batch=choice["micro-batch"], mfu=run["mfu"])

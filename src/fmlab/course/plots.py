@@ -7,29 +7,37 @@
 from __future__ import annotations
 
 from fmlab.plan import compute
-from fmlab.plan.layout import make_plan
+from fmlab.plan.layout import candidates, choose, make_plan
 from fmlab.plan.parallelism import ParallelConfig
 
 
-def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: list[int], mfu: float = 0.4,
-                             mfu_at_scale: float | None = None, ax=None):
+def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: list[int], mfu: float | None = None,
+                             mfu_at_scale: float | None = None, ax=None, micro_batches=(1, 2, 4, 8)):
     """Days (left axis) and cost (right axis) against the number of instances.
 
-    With `mfu_at_scale`, MFU falls linearly from `mfu` at the smallest cluster to `mfu_at_scale` at the
-    largest: a simple picture of communication overhead growing with the cluster, which makes cost rise.
+    With `mfu` None, each cluster size is planned as module 7 plans its run: the layout and micro-batch the planner
+    chooses (fmlab.plan.layout.choose) and the days of its predicted step, at GPT-3's global batch for the model's
+    size; as the cluster grows, each GPU gets fewer tokens per step to hide the same gathers behind, so the MFU
+    falls and the cost rises. With a number, a "what if" at that MFU; with `mfu_at_scale` as well, MFU falls
+    linearly from `mfu` at the smallest cluster to `mfu_at_scale` at the largest.
     """
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
     lo, hi = min(counts), max(counts)
-    days, costs = [], []
+    days, costs, mfus = [], [], []
     for n in counts:
-        frac = 0 if hi == lo else (n - lo) / (hi - lo)
-        m = mfu if mfu_at_scale is None else mfu + frac * (mfu_at_scale - mfu)
-        est = compute.estimate_run(model, tokens, instance, n, m)
+        if mfu is None:
+            row = choose(candidates(model, tokens, instance, n, micro_batches=micro_batches))
+            est = make_plan(model, tokens, instance, n, parallel=row["parallel"], micro_batch=row["micro-batch"])
+        else:
+            frac = 0 if hi == lo else (n - lo) / (hi - lo)
+            m = mfu if mfu_at_scale is None else mfu + frac * (mfu_at_scale - mfu)
+            est = compute.estimate_run(model, tokens, instance, n, m)
         days.append(est.days)
         costs.append(est.cost_usd / 1e3)
+        mfus.append(est.mfu)
     ax.plot(counts, days, "o-", color="tab:blue", label="time")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -39,10 +47,11 @@ def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: l
     twin.plot(counts, costs, "s--", color="tab:red", label="cost")
     twin.set_ylabel("on-demand cost (thousand USD)", color="tab:red")
     twin.set_ylim(0, max(costs) * 1.3)
-    scale = "" if mfu_at_scale is None else f", MFU {mfu:.0%} -> {mfu_at_scale:.0%}"
+    scale = (f", predicted MFU {mfus[0]:.0%} -> {mfus[-1]:.0%}" if mfu is None
+             else f", MFU {mfu:.0%}" + ("" if mfu_at_scale is None else f" -> {mfu_at_scale:.0%}") + " (what if)")
     ax.set_title(f"{model} on {tokens / 1e9:,.0f}B tokens: time and cost vs cluster size{scale}")
     ax.figure.tight_layout()
-    return ax.figure, {"counts": counts, "days": days, "cost_kusd": costs}
+    return ax.figure, {"counts": counts, "days": days, "cost_kusd": costs, "mfu": mfus}
 
 
 def published_vs_planned(rows: list[dict], ax=None):

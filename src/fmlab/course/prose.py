@@ -80,22 +80,27 @@ def layout_traffic(params: float, world: int, shard_degree: int, gpus_per_node: 
                    "the smallest group that holds the states).")
 
 
-def global_batch(choice: dict, devices: int, seq_len: int, micro_batch: int = 1,
+def global_batch(choice: dict, devices: int, seq_len: int, micro_batch: int | None = None,
                  limit: int = GLOBAL_BATCH_LIMIT_TOKENS) -> str:
-    """The chosen layout's global batch, against module 6's limit, and how far the cluster could grow."""
+    """The chosen layout's global batch (a candidates row: its micro-batch and accumulation), against module 6's
+    limit, and how far the cluster could grow before its smallest batch passes it."""
     tp = choice["tp"]
-    tokens = global_batch_tokens(devices, tp, 1, micro_batch, seq_len)
+    micro_batch = micro_batch or choice.get("micro-batch", 1)
+    accum = choice.get("grad accum", 1)
     replicas = devices // tp
-    per_gpu = micro_batch * seq_len / tp
-    largest = int(limit // per_gpu)
-    verdict = ("within" if tokens <= limit else "above")
-    return (f"The global batch of this layout: {replicas} data-parallel replicas x micro-batch {micro_batch} x "
-            f"{seq_len:,} tokens = **{tokens:,} tokens ({tokens / 2**20:.2f}M) per optimizer step**, with no "
-            f"gradient accumulation: {verdict} module 6's limit of {limit / 2**20:g}M tokens (Llama 2's batch). "
-            f"With sharded data parallelism every replica takes at least one sequence, so the batch grows with "
-            f"the cluster: this layout reaches the limit at {largest:,} GPUs. Past that, tensor parallelism (or "
-            "pipeline stages) divides the replicas, the SMP v2 release post's case for TP on clusters of 256 "
-            "nodes and more. The limit is part of the rule (`layout.choose(rows, max_global_batch_tokens=...)`).")
+    tokens = choice.get("global batch tokens") or global_batch_tokens(devices, tp, 1, micro_batch, seq_len, accum)
+    smallest = global_batch_tokens(devices, tp, 1, micro_batch, seq_len)
+    largest = int(limit // (micro_batch * seq_len / tp))
+    verdict = "within" if tokens <= limit else "above"
+    return (f"The global batch of this plan: {replicas} data-parallel replicas x micro-batch {micro_batch} x "
+            f"{accum} accumulation step{'s' * (accum != 1)} x {seq_len:,} tokens = **{tokens:,} tokens "
+            f"({tokens / 2**20:.2f}M) per optimizer step**, GPT-3's batch for the nearest model size: {verdict} "
+            f"module 6's limit of {limit / 2**20:g}M tokens (Llama 2's batch). The smallest this layout can take is "
+            f"one micro-batch per replica, {smallest:,} tokens. With sharded data parallelism every replica takes at "
+            f"least that, so the smallest batch grows with the cluster: this layout reaches the limit at "
+            f"{largest:,} GPUs. Past that, tensor parallelism (or pipeline stages) divides the replicas, the SMP v2 "
+            "release post's case for TP on clusters of 256 nodes and more. The limit is part of the rule "
+            "(`layout.choose(rows, max_global_batch_tokens=...)`).")
 
 
 def interruptions(nodes: int, job_mtbf_hours: float, run_days: float) -> str:

@@ -3,16 +3,22 @@
     from fmlab.plan import catalog, compute, layout
     from fmlab.plan.parallelism import ParallelConfig
     m = catalog.model("gpt-30b")                                     # a published model shape
-    compute.estimate_run(m, 300e9, "ml.p4d.24xlarge", 16, mfu=0.4)   # FLOPs, days, cost
-    layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16,                # memory per device
-                     parallel=ParallelConfig(sharding="full", activation_checkpointing="full"))
+    plan = layout.make_plan(m, 300e9, "ml.p4d.24xlarge", 16,         # memory per device, the predicted step,
+                            parallel=ParallelConfig(sharding="full", activation_checkpointing="full"),
+                            micro_batch=4)                           # and the days and dollars it gives
+    plan.step, plan.mfu, plan.days                                   # MFU is the prediction's output
+    compute.estimate_run(m, 300e9, "ml.p4d.24xlarge", 16, mfu=0.4)   # a "what if" at an MFU you choose
 
 Files, in the order the course uses them:
 - catalog.py   instances, accelerators, model shapes and published runs, each with its source and date read
 - compute.py   parameters, FLOPs per token, training time, cost, MFU, the phased scaling plan; PlanError
 - parallelism.py  ParallelConfig: THE parallel layout (sharding, tp, pp, activation checkpointing, ...) and its one check,
                  read by the planner, the engine (fmlab.parallel), TrainConfig and every job
-- layout.py    the memory a layout needs per device, and the plan of a run (make_plan)
+- layout.py    the memory a layout needs per device, and the plan of a run (make_plan), the candidate layouts and the
+               rule that chooses one (the fastest predicted step that fits with headroom)
+- hardware.py  what a GPU and its links really do: measured matmul, attention and memory rates, NCCL bandwidths
+- speed.py     the step-time model: compute, exposed communication per collective, bubble; MFU as its output
+- published.py published runs (docs/published-runs.md) predicted against their reported throughput
 - traffic.py   data parallelism in bytes: ring all-reduce, parameter server, Herring (SMDDP); published claims
 - scaling.py   global batch, pipeline bubbles, 3-D layouts, hybrid-sharding traffic, EFA time against compute
 - decision.py  the "should you pretrain at all?" questions and their recommendation

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fmlab.plan import capacity, scenario, simulate
+from fmlab.plan import capacity, catalog, scenario, simulate
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import GLOBAL_BATCH_LIMIT_TOKENS, candidates, choose, make_plan
 from fmlab.plan.parallelism import ParallelConfig
@@ -87,8 +87,16 @@ class RunPlan:
 
 
 def _plan_of(run: RunPlan, brief: Brief):
+    """The planner's plan of the learner's run, its days predicted at the run's own global batch (when that batch
+    is whole micro-batches on every replica; problems() says so when it is not)."""
+    batch = run.global_batch
+    try:
+        per_pass = run.parallel.dp(run.nodes * catalog.instance(run.instance).accelerators) * run.micro_batch
+    except (KeyError, ZeroDivisionError):
+        per_pass = 0
+    whole = isinstance(batch, int) and per_pass and batch >= per_pass and batch % per_pass == 0
     return make_plan(brief.model, brief.tokens, run.instance, run.nodes, parallel=run.parallel,
-                     micro_batch=run.micro_batch, suggest=False)
+                     micro_batch=run.micro_batch, suggest=False, global_batch=batch if whole else None)
 
 
 def problems(run: RunPlan, brief: Brief) -> list[str]:
@@ -180,10 +188,12 @@ def plan_for(brief: Brief, instance: str, nodes: int, region: str, margin: float
              kind: str = "training plan") -> RunPlan:
     """The course's decisions for `nodes` x `instance`: module 6's layout (`choose`), its smallest global batch, and
     module 11's reservation (`capacity.reservation` at `margin`); PlanError when nothing fits or cannot be bought."""
-    layout = choose(candidates(brief.model, brief.tokens, instance, nodes))["parallel"]
-    plan = make_plan(brief.model, brief.tokens, instance, nodes, parallel=layout, suggest=False)
+    row = choose(candidates(brief.model, brief.tokens, instance, nodes))
+    layout = row["parallel"]
+    plan = make_plan(brief.model, brief.tokens, instance, nodes, parallel=layout, suggest=False,
+                     global_batch=layout.dp(nodes * catalog.instance(instance).accelerators))
     days = capacity.reservation(plan.days, margin=margin, kind=kind).days
-    return RunPlan(instance, nodes, region, layout, layout.dp(plan.devices), days, reservation_kind=kind)
+    return RunPlan(instance, nodes, region, layout, plan.global_batch, days, reservation_kind=kind)
 
 
 def reference_plan(brief: Brief, margin: float = capacity.JOB_MARGIN) -> RunPlan:

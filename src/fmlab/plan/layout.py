@@ -25,9 +25,10 @@ Sources:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict, dataclass, field
 
-from fmlab.plan import catalog, compute, memory, parallelism
+from fmlab.plan import catalog, compute, hardware, memory, parallelism, speed
 from fmlab.plan.catalog import GB, Instance, ModelPreset
 from fmlab.plan.compute import PlanError
 from fmlab.plan.parallelism import ParallelConfig
@@ -43,7 +44,17 @@ WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12  # bf16 weights and grads; 
 # (Touvron et al. 2023, "Llama 2", section 2.2), module 6's `max_batch_tokens`. Sharded data parallelism puts at
 # least one sequence on every replica, so its smallest global batch grows with the cluster.
 GLOBAL_BATCH_LIMIT_TOKENS = 4 * 2**20
-USABLE_FRACTION = 0.9  # leave ~10% of device memory for the framework, allocator slack and buffers
+USABLE_FRACTION = 0.9  # leave ~10% of device memory for the CUDA context, NCCL's buffers and the framework
+# A plan fits only if it also leaves HEADROOM_FRACTION of the usable memory free: the memory model's measured error
+# (its predictions are 0.95-1.00 of the engine's CUDA peaks on an H100, fmlab.plan.measured: up to 5% under) and the
+# caching allocator's fragmentation would otherwise turn a plan at 35.97 of 36 GB into an out-of-memory error.
+HEADROOM_FRACTION = 0.05
+# The global batch a plan trains with, unless told: GPT-3's batch for the nearest model size (Brown et al. 2020,
+# Table 2.1: 0.5M tokens up to 760M parameters, 1M at 1.3B and 2.7B, 2M at 6.7B and 13B, 3.2M at 175B), rounded up
+# to whole micro-batches on every data-parallel rank; gradient accumulation makes up the difference.
+GPT3_BATCH_TOKENS = ((125e6, 0.5e6), (350e6, 0.5e6), (760e6, 0.5e6), (1.3e9, 1e6), (2.7e9, 1e6), (6.7e9, 2e6),
+                     (13e9, 2e6), (175e9, 3.2e6))
+DEFAULT_MFU = 0.4  # only where no speed model exists (Trainium, A10G): a "what if", and the plan says so
 
 
 # ---------------------------------------------------------------- memory
@@ -141,6 +152,11 @@ class TrainingPlan:
     checkpoint_gb: dict
     price_note: str
     suggestions: list[str] = field(default_factory=list)
+    memory_limit_gb: float = 0.0  # usable memory less the headroom: what a plan may use (HEADROOM_FRACTION)
+    global_batch: int = 0  # sequences per optimizer step
+    grad_accum: int = 1  # micro-batches per data-parallel rank per step
+    step: dict | None = None  # the predicted step (fmlab.plan.speed.StepTime.to_dict()), None for a "what if"
+    speed_basis: str = ""  # where the days come from: the prediction, or an MFU the caller gave
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -151,7 +167,8 @@ class TrainingPlan:
             fixes = "; ".join(self.suggestions) or "use a larger-memory instance or a smaller model"
             raise PlanError(
                 f"{self.model} needs {self.memory_gb_per_device:.1f} GB per device but {self.instance} offers "
-                f"{self.usable_memory_gb:.1f} usable GB: {fixes}")
+                f"{self.usable_memory_gb:.1f} usable GB, {self.memory_limit_gb:.1f} with the planner's "
+                f"{HEADROOM_FRACTION:.0%} headroom: {fixes}")
         return self
 
 
@@ -179,13 +196,39 @@ def memory_per_device(m: ModelPreset, cfg: ParallelConfig, world: int, micro_bat
     return parts
 
 
+def default_global_batch(m: ModelPreset, dp: int, micro_batch: int, seq_len: int) -> int:
+    """Sequences per step when the plan is not told: GPT-3's batch in tokens for the nearest model size (by the
+    ratio of parameters), rounded up to a whole number of micro-batches on each of the `dp` ranks."""
+    params = compute.param_count(m)
+    tokens = min(GPT3_BATCH_TOKENS, key=lambda row: abs(math.log(row[0] / params)))[1]
+    per_step = dp * micro_batch
+    return max(1, math.ceil(tokens / seq_len / per_step)) * per_step
+
+
+def predict_step(m: ModelPreset, inst: Instance, instances: int, parallel: ParallelConfig, micro_batch: int,
+                 seq_len: int, global_batch: int, attention: str = "flash") -> speed.StepTime | None:
+    """The step-time model's prediction for this plan (fmlab.plan.speed), or None where it has no GPU type for the
+    instance (Trainium, A10G)."""
+    gpu = hardware.ACCELERATOR_GPU.get(inst.accelerator)
+    if gpu is None:
+        return None
+    shaped = dataclasses.replace(m, seq_len=seq_len)
+    hw = speed.Hardware(gpu, instances * inst.accelerators, inst.accelerators, inst.network_gbps)
+    return speed.step_time(speed.Workload(shaped, hw, parallel, micro_batch, global_batch,
+                                          attention="flash" if attention == "flash" else "unfused"))
+
+
 def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
-              parallel: ParallelConfig | None = None, mfu: float = 0.4, micro_batch: int = 1,
-              seq_len: int | None = None, suggest: bool = True, attention: str = "flash") -> TrainingPlan:
+              parallel: ParallelConfig | None = None, mfu: float | None = None, micro_batch: int = 1,
+              seq_len: int | None = None, suggest: bool = True, attention: str = "flash",
+              global_batch: int | None = None) -> TrainingPlan:
     """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big.
 
     The layout is `parallel`, the ParallelConfig the engine and the jobs take (None: plain data parallelism);
-    its activation_checkpointing and activation_offloading say how the activations are saved."""
+    its activation_checkpointing and activation_offloading say how the activations are saved. The days and the
+    cost come from the predicted step (fmlab.plan.speed: compute, exposed communication, bubble) at `global_batch`
+    sequences per step (None: default_global_batch); `mfu` overrides it as a "what if" (the fraction of peak the
+    devices sustain, the HFU with recomputation), and the plan's speed_basis says which it is."""
     m = catalog.model(model) if isinstance(model, str) else model
     inst = catalog.instance(instance) if isinstance(instance, str) else instance
     if parallel is None:
@@ -201,19 +244,37 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     world = instances * inst.accelerators
     parallel.check(world, m)
     seq_len = seq_len or m.seq_len
-    run = compute.estimate_run(m, tokens, inst, instances, mfu, parallel.recompute)
-    parts = memory_per_device(m, parallel, world, micro_batch, seq_len, attention=attention)
+    dp = parallel.dp(world)
+    if global_batch is None:
+        global_batch = default_global_batch(m, dp, micro_batch, seq_len)
+    elif isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch % (dp * micro_batch):
+        raise PlanError(f"global_batch must be a whole number of micro-batches on each of the {dp} data-parallel "
+                        f"ranks (a multiple of {dp} x {micro_batch}), got {global_batch!r}")
+    step = None
+    if mfu is None:
+        step = predict_step(m, inst, instances, parallel, micro_batch, seq_len, global_batch, attention)
+        basis = (f"predicted step (fmlab.plan.speed): {step.step_s:.2f} s for {global_batch} sequences"
+                 if step else f"no speed model for {inst.accelerator}: MFU {DEFAULT_MFU:.0%} assumed (a what if)")
+        hfu = step.hfu if step else DEFAULT_MFU
+    else:
+        basis, hfu = f"what if: HFU {mfu!r} given instead of the predicted step", mfu
+    run = compute.estimate_run(m, tokens, inst, instances, hfu, parallel.recompute)
+    parts = memory_per_device(m, parallel, world, micro_batch, seq_len, attention=attention,
+                              grad_accum=global_batch // (dp * micro_batch))
     total_gb = sum(parts.values()) / GB
     usable = inst.device_memory_gb * USABLE_FRACTION
+    limit = usable * (1 - HEADROOM_FRACTION)
     plan = TrainingPlan(
         model=m.name, params=run.params, tokens=tokens, train_flops=run.train_flops, instance=inst.name,
         instances=instances, devices=run.devices, mfu=run.mfu, hfu=run.hfu, days=run.days, cost_usd=run.cost_usd,
         parallel=parallel, micro_batch=micro_batch, seq_len=seq_len, memory_gb_per_device=total_gb,
         memory_breakdown_gb={k: v / GB for k, v in parts.items()}, device_memory_gb=inst.device_memory_gb,
-        usable_memory_gb=usable, fits=total_gb <= usable, checkpoint_gb=checkpoint_gb(run.params),
+        usable_memory_gb=usable, fits=total_gb <= limit, checkpoint_gb=checkpoint_gb(run.params),
         price_note=(f"${inst.price_per_hour}/h per instance, {inst.price_basis}, {inst.price_region}, read "
                     f"{inst.price_date}" if inst.price_known
                     else f"no cost: {inst.name} has no published price ({inst.price_basis})"),
+        memory_limit_gb=limit, global_batch=global_batch, grad_accum=global_batch // (dp * micro_batch),
+        step=step.to_dict() if step else None, speed_basis=basis,
     )
     if not plan.fits and suggest:
         plan.suggestions = suggest_fixes(m, tokens, inst, instances, parallel, mfu=mfu, micro_batch=micro_batch,
@@ -286,33 +347,48 @@ def _flags(recompute: str) -> str:
 
 def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
                hybrid_degrees=(0, 8, 16, 32, 64), tps=(1, 2, 4, 8), recomputes=RECOMPUTE_CHOICES,
-               micro_batch: int = 1, attention: str = "flash", mfu: float = 0.4) -> list[dict]:
-    """Every buildable layout of the given choices as a table row: memory per device by part, whether it
-    fits, and what it costs in extra compute (recomputation) and communication (TP, shard degree); "parallel"
-    holds the row's ParallelConfig, ready for a job (the `parallel` of its TrainConfig: fmlab.jobs.sharded).
+               micro_batch: int = 1, micro_batches: tuple[int, ...] | None = None, attention: str = "flash",
+               mfu: float | None = None, global_batch_tokens: int | None = None) -> list[dict]:
+    """Every buildable layout of the given choices as a table row: memory per device by part, whether it fits
+    (with the planner's headroom), the predicted step (tokens/s per device, MFU, days) at the plan's global batch,
+    and what it costs in extra compute (recomputation); "parallel" holds the row's ParallelConfig, ready for a job
+    (the `parallel` of its TrainConfig: fmlab.jobs.sharded).
     `hybrid_degrees`: shard group sizes, 0 for full sharding (one group of every data-parallel rank).
+    `micro_batches`: the micro-batch sizes to try (default: just `micro_batch`); the global batch is
+    `global_batch_tokens` (default: default_global_batch), in whole micro-batches on every rank.
     Layouts the cluster cannot form (a degree that does not divide it) are left out."""
     m = catalog.model(model) if isinstance(model, str) else model
     rows = []
     for degree in hybrid_degrees:
         for tp in tps:
             for recompute in recomputes:
-                try:
-                    layout = ParallelConfig(sharding="hybrid" if degree else "full", hybrid_shard_degree=degree,
-                                            tp=tp).with_recompute(recompute)
-                    p = make_plan(m, tokens, instance, instances, parallel=layout, micro_batch=micro_batch,
-                                  attention=attention, mfu=mfu, suggest=False)
-                except PlanError:
-                    continue
-                parts = p.memory_breakdown_gb
-                rows.append({"sharding": p.parallel.sharding, "shard degree": p.parallel.shard_degree(p.devices), "tp": tp,
-                             "recompute": recompute, "states GB": parts["weights"] + parts["gradients"]
-                             + parts["optimizer"], "activations GB": sum(v for k, v in parts.items()
-                                                                         if k.startswith("activations")),
-                             "GB per device": p.memory_gb_per_device, "usable GB": p.usable_memory_gb,
-                             "fits": p.fits, "extra compute": compute.recompute_overhead(m, recompute),
-                             "global batch tokens": global_batch_tokens(p.devices, tp, 1, micro_batch, p.seq_len),
-                             "parallel": p.parallel})
+                for mb in micro_batches or (micro_batch,):
+                    try:
+                        layout = ParallelConfig(sharding="hybrid" if degree else "full", hybrid_shard_degree=degree,
+                                                tp=tp).with_recompute(recompute)
+                        world = instances * (catalog.instance(instance) if isinstance(instance, str)
+                                             else instance).accelerators
+                        per_step = layout.check(world, m).dp(world) * mb
+                        batch = (None if global_batch_tokens is None
+                                 else max(1, math.ceil(global_batch_tokens / m.seq_len / per_step)) * per_step)
+                        p = make_plan(m, tokens, instance, instances, parallel=layout, micro_batch=mb,
+                                      attention=attention, mfu=mfu, suggest=False, global_batch=batch)
+                    except PlanError:
+                        continue
+                    parts = p.memory_breakdown_gb
+                    step = p.step or {}
+                    rows.append({"sharding": p.parallel.sharding, "shard degree": p.parallel.shard_degree(p.devices),
+                                 "tp": tp, "recompute": recompute, "micro-batch": mb,
+                                 "states GB": parts["weights"] + parts["gradients"] + parts["optimizer"],
+                                 "activations GB": sum(v for k, v in parts.items() if k.startswith("activations")),
+                                 "GB per device": p.memory_gb_per_device, "usable GB": p.usable_memory_gb,
+                                 "limit GB": p.memory_limit_gb, "fits": p.fits,
+                                 "extra compute": compute.recompute_overhead(m, recompute),
+                                 "global batch tokens": p.global_batch * p.seq_len, "grad accum": p.grad_accum,
+                                 "smallest batch tokens": per_step * p.seq_len,
+                                 "tokens/s per device": step.get("tokens_per_second_per_gpu"),
+                                 "step s": step.get("step_s"), "exposed comm s": step.get("exposed_communication_s"),
+                                 "MFU": p.mfu, "days": p.days, "parallel": p.parallel})
     return rows
 
 
@@ -326,29 +402,37 @@ def global_batch_tokens(devices: int, tp: int = 1, pp: int = 1, micro_batch: int
 
 
 def choose(rows: list[dict], max_global_batch_tokens: int = GLOBAL_BATCH_LIMIT_TOKENS) -> dict:
-    """The course's rule among layouts that fit and keep the global batch within `max_global_batch_tokens`
-    (module 6: sharded data parallelism grows the batch with the cluster; tensor parallelism divides it):
+    """The course's rule among layouts that fit (with the planner's headroom) and can keep the global batch within
+    `max_global_batch_tokens` (module 6: sharded data parallelism puts at least one micro-batch on every replica,
+    so the smallest batch grows with the cluster; tensor parallelism divides it): the fastest predicted step, in
+    tokens per second per device (fmlab.plan.speed), so the fewest days and dollars. Between layouts within 1% of
+    the fastest (the model cannot tell them apart):
 
     1. least recomputation (it costs compute on every step);
     2. then no tensor parallelism (it all-reduces activations inside every layer, twice each way);
-    3. then the smallest shard degree. Not for bytes: a group of D GPUs gathers and reduce-scatters (D-1)/D of
-       every layer per GPU, so groups of 64 and 128 move about the same bytes (module 5's traffic model,
-       `plan.scaling.hybrid_traffic`: per node, about one GPU's ring traffic), and hybrid sharding adds a
-       cross-replica all-reduce. For the size
-       of each collective group: a ring over fewer GPUs has fewer latency steps, each layer waits for fewer
+    3. then the smallest shard degree: a ring over fewer GPUs has fewer latency steps, each layer waits for fewer
        stragglers, and the groups' collectives run side by side (the MiCS idea behind SMP's sharded data
-       parallelism: shard over the smallest group that holds the states).
+       parallelism: shard over the smallest group that holds the states);
+    4. then the smallest micro-batch (the least memory).
 
-    Rows without "global batch tokens" are not held to the limit. Raises PlanError when nothing qualifies."""
+    Rows without a prediction (an instance with no speed model) are ranked by the tie-breaks alone. A row is held to
+    the limit by its "smallest batch tokens" (one micro-batch per replica), else its "global batch tokens"; rows
+    with neither are not held to it. Raises PlanError when nothing qualifies."""
     fitting = [r for r in rows if r["fits"]]
     if not fitting:
         raise PlanError("no candidate layout fits: add instances, use a larger-memory instance, or allow "
                         "recomputation, offloading or tensor parallelism")
-    within = [r for r in fitting if r.get("global batch tokens", 0) <= max_global_batch_tokens]
+    def smallest_batch(r: dict) -> int:
+        return r.get("smallest batch tokens", r.get("global batch tokens", 0))
+
+    within = [r for r in fitting if smallest_batch(r) <= max_global_batch_tokens]
     if not within:
-        smallest = min(r["global batch tokens"] for r in fitting)
+        smallest = min(smallest_batch(r) for r in fitting)
         raise PlanError(f"every layout that fits has a global batch above {max_global_batch_tokens:,} tokens "
                         f"(the smallest: {smallest:,}): allow a larger tensor-parallel degree or pipeline "
                         "stages, which divide the data-parallel replicas, or use fewer devices")
-    return min(within, key=lambda r: (r["extra compute"], RECOMPUTE_CHOICES.index(r["recompute"]), r["tp"],
-                                      r["shard degree"]))
+    speeds = [r.get("tokens/s per device") or 0.0 for r in within]
+    fastest = max(speeds)
+    near = [r for r, v in zip(within, speeds, strict=True) if v >= 0.99 * fastest]
+    return min(near, key=lambda r: (r["extra compute"], RECOMPUTE_CHOICES.index(r["recompute"]), r["tp"],
+                                    r["shard degree"], r.get("micro-batch", 1)))

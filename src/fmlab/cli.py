@@ -74,21 +74,24 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--global-batch", type=_number(int, 1, "the global batch", low_ok=True), default=None,
                    help="sequences per optimizer step (default: GPT-3's batch for the nearest model size, in whole "
                         "micro-batches per data-parallel rank)")
-    p.add_argument("--sharding", default="none", help="none | zero1 | zero2 | full | hybrid (with --hybrid-shard-degree)")
-    p.add_argument("--hybrid-shard-degree", type=_number(int, 0, "the hybrid shard degree", low_ok=True), default=0,
+    p.add_argument("--sharding", default=None,
+                   help="none | zero1 | zero2 | full | hybrid (with --hybrid-shard-degree); with no layout flag at all "
+                        "the planner chooses the layout and micro-batch (layout.choose: the fastest predicted step "
+                        "that fits with headroom), as notebook 07 does")
+    p.add_argument("--hybrid-shard-degree", type=_number(int, 0, "the hybrid shard degree", low_ok=True), default=None,
                    help="with --sharding hybrid: devices per shard group, e.g. 8 (one node)")
-    p.add_argument("--tp", type=_number(int, 1, "the tensor-parallel degree", low_ok=True), default=1,
+    p.add_argument("--tp", type=_number(int, 1, "the tensor-parallel degree", low_ok=True), default=None,
                    help="tensor-parallel degree")
-    p.add_argument("--pp", type=_number(int, 1, "the pipeline-parallel degree", low_ok=True), default=1,
+    p.add_argument("--pp", type=_number(int, 1, "the pipeline-parallel degree", low_ok=True), default=None,
                    help="pipeline-parallel degree")
-    p.add_argument("--micro-batch", type=_number(int, 1, "the micro-batch", low_ok=True), default=1,
+    p.add_argument("--micro-batch", type=_number(int, 1, "the micro-batch", low_ok=True), default=None,
                    help="sequences per device per step")
     p.add_argument("--seq-len", type=_number(int, 1, "the sequence length", low_ok=True), default=None,
                    help="sequence length (default: the preset's context)")
-    p.add_argument("--activation-checkpointing", default="none", choices=CHECKPOINTING,
+    p.add_argument("--activation-checkpointing", default=None, choices=CHECKPOINTING,
                    help="what each layer recomputes in backward (fmlab.train's flag): selective keeps the matmul "
                         "outputs, full only each layer's input")
-    p.add_argument("--activation-offloading", nargs="?", const="true", default="false", type=_boolean,
+    p.add_argument("--activation-offloading", nargs="?", const="true", default=None, type=_boolean,
                    metavar="BOOL", help="move what each layer keeps for backward to host memory (fmlab.train's flag)")
     p.add_argument("--attention", default="flash", choices=["flash", "eager"],
                    help="attention kernel: flash (fused, FlashAttention/SDPA: no s x s scores kept) or eager")
@@ -96,9 +99,14 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_plan)
 
 
+LAYOUT_FLAGS = ("sharding", "hybrid_shard_degree", "tp", "pp", "micro_batch", "activation_checkpointing",
+                "activation_offloading")
+PLANNER_MICRO_BATCHES = (1, 2, 4, 8)  # what the planner may choose from, as notebook 07 does
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from fmlab.plan import compute
-    from fmlab.plan.layout import make_plan
+    from fmlab.plan.layout import candidates, choose, make_plan
 
     if args.published:
         return _published(args.published, args.json)
@@ -107,26 +115,41 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: fmlab plan needs {', '.join(missing)} (or --published RUNS.json)", file=sys.stderr)
         return 2
     tokens = args.tokens or compute.chinchilla_tokens(compute.param_count(catalog.model(args.model)))
-    old, _, degree = args.sharding.partition(":")
-    if old == "hybrid" and degree.isdigit() and not args.hybrid_shard_degree:  # the course's old spelling
-        print(f"note: --sharding {args.sharding} is the old spelling: write --sharding hybrid --hybrid-shard-degree "
-              f"{degree} (read as that)", file=sys.stderr)
-        args.sharding, args.hybrid_shard_degree = "hybrid", int(degree)
+    chosen = all(getattr(args, name) is None for name in LAYOUT_FLAGS)
     try:
-        parallel = ParallelConfig(sharding=args.sharding, hybrid_shard_degree=args.hybrid_shard_degree, tp=args.tp,
-                                  pp=args.pp, activation_checkpointing=args.activation_checkpointing,
-                                  activation_offloading=args.activation_offloading)
+        if chosen:
+            row = choose(candidates(args.model, tokens, args.instance, args.count, micro_batches=PLANNER_MICRO_BATCHES,
+                                    attention=args.attention, mfu=args.mfu))
+            parallel, micro_batch = row["parallel"], row["micro-batch"]
+        else:
+            parallel, micro_batch = _layout_from_flags(args), args.micro_batch or 1
         plan = make_plan(args.model, tokens, args.instance, args.count, parallel=parallel, mfu=args.mfu,
-                         micro_batch=args.micro_batch, seq_len=args.seq_len, attention=args.attention,
+                         micro_batch=micro_batch, seq_len=args.seq_len, attention=args.attention,
                          global_batch=args.global_batch)
     except PlanError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(_finite(plan.to_dict()), indent=2))
+        print(json.dumps(_finite({**plan.to_dict(), "layout_chosen_by_planner": chosen}), indent=2))
     else:
+        if chosen:
+            print("layout       chosen by the planner (no layout flag given): the fastest predicted step that fits "
+                  "with headroom, micro-batch 1-8 (fmlab.plan.layout.choose)")
         print(format_plan(plan))
     return 0 if plan.fits else EXIT_DOES_NOT_FIT
+
+
+def _layout_from_flags(args: argparse.Namespace) -> ParallelConfig:
+    """The layout the flags give, the unset ones at ParallelConfig's defaults."""
+    sharding, degree = args.sharding or "none", args.hybrid_shard_degree or 0
+    old, _, spelled = sharding.partition(":")
+    if old == "hybrid" and spelled.isdigit() and not degree:  # the course's old spelling
+        print(f"note: --sharding {sharding} is the old spelling: write --sharding hybrid --hybrid-shard-degree "
+              f"{spelled} (read as that)", file=sys.stderr)
+        sharding, degree = "hybrid", int(spelled)
+    return ParallelConfig(sharding=sharding, hybrid_shard_degree=degree, tp=args.tp or 1, pp=args.pp or 1,
+                          activation_checkpointing=args.activation_checkpointing or "none",
+                          activation_offloading=bool(args.activation_offloading))
 
 
 def _published(path: str, as_json: bool) -> int:

@@ -19,9 +19,23 @@ def test_plan_json(capsys):
 
 
 def test_plan_that_does_not_fit_exits_3_and_suggests(capsys):
-    code = main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16"])
+    code = main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+                 "--sharding", "none"])
     out = capsys.readouterr().out
     assert code == 3 and "NO. To make it fit" in out and "--sharding full" in out
+
+
+def test_plan_without_layout_flags_gives_notebook_07s_answer(capsys):
+    from fmlab.course.params import module7_plan
+
+    code = main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    nb07 = module7_plan()  # notebook 07's parameters, its chosen layout and predicted step
+    assert code == 0 and out["layout_chosen_by_planner"] is True and out["fits"] is True
+    assert out["days"] == pytest.approx(nb07.days, rel=1e-9) and out["cost_usd"] == pytest.approx(nb07.cost_usd)
+    assert out["parallel"]["hybrid_shard_degree"] == nb07.parallel.hybrid_shard_degree
+    assert out["micro_batch"] == nb07.micro_batch
 
 
 def test_impossible_layout_exits_2_with_message(capsys):

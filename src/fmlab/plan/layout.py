@@ -179,18 +179,20 @@ def checkpoint_gb(params: float) -> dict:
 
 def memory_per_device(m: ModelPreset, cfg: ParallelConfig, world: int, micro_batch: int = 1,
                       seq_len: int | None = None, attention: str = "flash", loss: str = "chunked",
-                      precision: str | None = None, grad_accum: int | None = None) -> dict[str, float]:
+                      precision: str | None = None, grad_accum: int | None = None,
+                      compiled: bool = False) -> dict[str, float]:
     """Bytes on one of `world` devices at the training step's peak, by part, as fmlab's engine keeps them
     (fmlab.plan.memory: fp32 master weights, gradients and Adam, autocast's bf16 copies, DDP's buckets, the
     activations a transformers model really keeps, the loss's logits). `loss`: the engine's "chunked" (default)
     or transformers' "full"; `precision`: autocast | bf16 (FSDP's parameters) | fp32, default as the engine runs
     the layout on a GPU; `grad_accum`: micro-batches per step (1: the gradients are made after the peak; more, or
-    None, books them). attention="eager" adds the a x s x s tensors eager attention keeps (Korthikanti's 5as/h)."""
+    None, books them). attention="eager" adds the a x s x s tensors eager attention keeps (Korthikanti's 5as/h).
+    `compiled`: each decoder layer under torch.compile, which keeps less (fmlab.plan.memory's docstring)."""
     if attention not in ATTENTION_CHOICES:
         raise PlanError(f"attention must be one of {', '.join(ATTENTION_CHOICES)}, not {attention!r}")
     seq_len = seq_len or m.seq_len
     parts = memory.peak_bytes(m, cfg, world, micro_batch, seq_len, loss=loss, precision=precision,
-                              grad_accum=grad_accum)
+                              grad_accum=grad_accum, compiled=compiled)
     if attention == "eager" and cfg.recompute in ("none", "selective"):
         parts["activations_stored"] += 5 * m.heads * seq_len * seq_len * micro_batch * m.layers / (cfg.tp * cfg.pp)
     return parts
@@ -221,14 +223,16 @@ def predict_step(m: ModelPreset, inst: Instance, instances: int, parallel: Paral
 def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
               parallel: ParallelConfig | None = None, mfu: float | None = None, micro_batch: int = 1,
               seq_len: int | None = None, suggest: bool = True, attention: str = "flash",
-              global_batch: int | None = None) -> TrainingPlan:
+              global_batch: int | None = None, compiled: bool | None = None) -> TrainingPlan:
     """Plan one run; raises PlanError for an impossible layout, returns fits=False for one too big.
 
     The layout is `parallel`, the ParallelConfig the engine and the jobs take (None: plain data parallelism);
     its activation_checkpointing and activation_offloading say how the activations are saved. The days and the
     cost come from the predicted step (fmlab.plan.speed: compute, exposed communication, bubble) at `global_batch`
     sequences per step (None: default_global_batch); `mfu` overrides it as a "what if" (the fraction of peak the
-    devices sustain, the HFU with recomputation), and the plan's speed_basis says which it is."""
+    devices sustain, the HFU with recomputation), and the plan's speed_basis says which it is. `compiled`: whether
+    the engine compiles its decoder layers, which keeps less memory (None: its default, on a GPU yes, on Trainium
+    no: fmlab.train's --compile auto)."""
     m = catalog.model(model) if isinstance(model, str) else model
     inst = catalog.instance(instance) if isinstance(instance, str) else instance
     if parallel is None:
@@ -259,8 +263,10 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     else:
         basis, hfu = f"what if: HFU {mfu!r} given instead of the predicted step", mfu
     run = compute.estimate_run(m, tokens, inst, instances, hfu, parallel.recompute)
+    if compiled is None:
+        compiled = inst.accelerator not in catalog.PROCESSES_PER_DEVICE  # a GPU: the engine compiles by default
     parts = memory_per_device(m, parallel, world, micro_batch, seq_len, attention=attention,
-                              grad_accum=global_batch // (dp * micro_batch))
+                              grad_accum=global_batch // (dp * micro_batch), compiled=compiled)
     total_gb = sum(parts.values()) / GB
     usable = inst.device_memory_gb * USABLE_FRACTION
     limit = usable * (1 - HEADROOM_FRACTION)

@@ -32,6 +32,17 @@ Per token and decoder layer, with h hidden, f the MLP width, kv = kv_heads*head_
   OPT (GPT-3 layout), autocast    24h + 4f + 4a + 16;  with bf16 parameters 16h + 4f + 4a + 8
 Families the engine does not train (Falcon, BLOOM) keep Korthikanti's 34h, as published.
 
+**The compiled engine** (`--compile true`, the default on a GPU: each decoder layer under torch.compile) keeps
+less. Inductor's partitioner saves what the backward needs at least cost and recomputes the element-wise work in
+the fused backward kernels: one bf16 copy of each norm's output shared by the projections that read it (eager casts
+it again for each), no fp32 norm outputs, no separate SiLU; only the layer's input stays fp32. Measured with the
+same saved-tensor hooks on a CPU (tests/plan/test_memory.py compiles a Llama and an OPT layer and counts):
+  Llama compiled, autocast        14h + 4kv + 6f + 4a + 8     (eager 30h + 4kv + 8f + 4a + 8)
+  OPT compiled, autocast          18h + 4f + 4a + 16          (eager 24h + 4f + 4a + 16)
+With bf16 parameters the one fp32 tensor, the layer's input, is bf16: 2h less (derived, not measured). Held
+against the compiled rows of one H100 and one H200 (fmlab.plan.measured.ENGINE_SPEED): 0.98-1.14 of the peaks, the
+highest with selective recomputation, whose saved matmul outputs the planner books as eager keeps them.
+
 Besides the model states, the peak is the largest of three moments: the end of the forward pass and the start
 of the loss's backward (all kept activations, the bf16 weight copies and the loss's tensors); and, with activation
 checkpointing, the backward of the first recomputed layer (every layer's input, one layer's full activations and
@@ -77,12 +88,16 @@ def engine_precision(cfg: ParallelConfig, device_bf16: bool = True) -> str:
     return "bf16" if cfg.sharding != "none" or cfg.tp > 1 else "autocast"
 
 
-def layer_bytes_per_token(m: ModelPreset, precision: str = "autocast") -> float:
-    """Bytes one decoder layer keeps for its backward, per token (no recomputation, a fused attention kernel)."""
+def layer_bytes_per_token(m: ModelPreset, precision: str = "autocast", compiled: bool = False) -> float:
+    """Bytes one decoder layer keeps for its backward, per token (no recomputation, a fused attention kernel);
+    `compiled`: the layer under torch.compile (the module docstring's measured formulas)."""
     h, f, a = m.hidden, m.ffn, m.heads
     kv = m.n_kv_heads * m.head_dim
     if precision == "fp32":
-        return 2 * layer_bytes_per_token(m, "bf16")  # every kept tensor in fp32 (an upper bound: a laptop's run)
+        return 2 * layer_bytes_per_token(m, "bf16", compiled)  # every kept tensor in fp32 (an upper bound: a laptop's run)
+    if compiled and m.family in ("llama", "opt"):
+        kept = 14 * h + 4 * kv + 6 * f + 4 * a + 8 if m.family == "llama" else 18 * h + 4 * f + 4 * a + 16
+        return kept - (2 * h if precision == "bf16" else 0)  # the layer's input, fp32 under autocast
     if m.family == "llama":
         return (30 * h if precision == "autocast" else 20 * h) + 4 * kv + 8 * f + 4 * a + 8
     if m.family == "opt":
@@ -95,11 +110,11 @@ def _stream_bytes(precision: str) -> int:
     return 2 if precision == "bf16" else 4
 
 
-def stored_bytes_per_token(m: ModelPreset, recompute: str, precision: str = "autocast") -> float:
+def stored_bytes_per_token(m: ModelPreset, recompute: str, precision: str = "autocast", compiled: bool = False) -> float:
     """What one layer keeps between its forward and its backward, per token, as each recompute mode leaves it."""
     stream = _stream_bytes(precision) * m.hidden  # the layer's input: what a checkpoint keeps
     if recompute == "none":
-        return layer_bytes_per_token(m, precision)
+        return layer_bytes_per_token(m, precision, compiled)
     if recompute == "selective":  # fmlab.parallel.activations: the input, every matmul's and the kernel's outputs
         h, f, kv = m.hidden, m.ffn, m.n_kv_heads * m.head_dim
         mlp = 4 * f + 2 * h if m.family == "llama" else 2 * f + 2 * h
@@ -151,11 +166,13 @@ def _states(m: ModelPreset, cfg: ParallelConfig, world: int, precision: str, los
 
 
 def peak_bytes(m: ModelPreset, cfg: ParallelConfig, world: int = 1, micro_batch: int = 1, seq_len: int | None = None,
-               loss: str = "chunked", precision: str | None = None, grad_accum: int | None = None) -> dict[str, float]:
+               loss: str = "chunked", precision: str | None = None, grad_accum: int | None = None,
+               compiled: bool = False) -> dict[str, float]:
     """Bytes on one of `world` devices at the step's peak, by part: weights, gradients, optimizer, compute_weights,
     ddp_buckets, activations_stored, activations_working, activations_logits. `precision`: as the engine runs
     `cfg` on a bf16 device (engine_precision) unless given. `grad_accum`: micro-batches per optimizer step; with 1
-    the gradients are not yet made at the peak (0 in the dict), with more (or None: not said) they are booked."""
+    the gradients are not yet made at the peak (0 in the dict), with more (or None: not said) they are booked.
+    `compiled`: each decoder layer under torch.compile (the engine's default on a GPU), which keeps less."""
     if grad_accum is not None and grad_accum < 1:
         raise PlanError(f"grad_accum must be at least 1, not {grad_accum}")
     seq_len = seq_len or m.seq_len
@@ -163,13 +180,13 @@ def peak_bytes(m: ModelPreset, cfg: ParallelConfig, world: int = 1, micro_batch:
     tokens = micro_batch * seq_len
     tp, layers = cfg.tp, m.layers / cfg.pp
     st = _states(m, cfg, world, precision, loss)
-    per_layer = stored_bytes_per_token(m, cfg.recompute, precision) * tokens / tp
+    per_layer = stored_bytes_per_token(m, cfg.recompute, precision, compiled) * tokens / tp
     if cfg.recompute == "offload":
         stored = per_layer * min(cfg.offload_horizon, layers)
     else:
         stored = per_layer * layers
     stored += outside_layers_bytes_per_token(m, precision, micro_batch) * tokens / tp
-    full_layer = layer_bytes_per_token(m, precision) * tokens / tp
+    full_layer = layer_bytes_per_token(m, precision, compiled) * tokens / tp
     # Gradients at the peak: an earlier micro-batch's, held through this one's forward (measured: a one-micro-batch
     # step's peak has none, tests/plan/test_memory.py)
     gradients = 0.0 if grad_accum == 1 else st["gradients"]

@@ -105,11 +105,14 @@ def hybrid_traffic(params: float, world: int, shard_degree: int, gpus_per_node: 
 
 
 def step_communication(params: float, world: int, shard_degree: int, tokens_per_gpu: float, flops_per_token: float,
-                       peak_tflops: float, network_gbps: float, mfu: float = 0.4, gpus_per_node: int = 8) -> dict:
-    """A step's EFA time against its compute time: the node's bytes over its network bandwidth, and the GPU's
-    model FLOPs at `mfu` of its peak. comms_bound when the network would take longer than the compute (FSDP
-    overlaps the two, so the step takes about the larger)."""
+                       peak_tflops: float, network_gbps: float, mfu: float = 0.4, gpus_per_node: int = 8,
+                       compute_seconds: float | None = None) -> dict:
+    """A step's EFA time against its compute time: the node's bytes over its network line rate, and the GPU's
+    model FLOPs at `mfu` of its peak, or `compute_seconds` where the caller has them (the predicted step's compute,
+    fmlab.plan.speed). comms_bound when the network would take longer than the compute; how much of it FSDP's
+    overlap hides is what fmlab.plan.speed works out layer by layer."""
     t = hybrid_traffic(params, world, shard_degree, gpus_per_node)
     efa = t["node_efa_bytes"] / (network_gbps / 8 * 1e9)
-    compute = tokens_per_gpu * flops_per_token / (peak_tflops * 1e12 * mfu)
+    compute = (compute_seconds if compute_seconds is not None
+               else tokens_per_gpu * flops_per_token / (peak_tflops * 1e12 * mfu))
     return {"efa_seconds": efa, "compute_seconds": compute, "comms_bound": efa > compute, **t}

@@ -8,6 +8,7 @@ import pytest
 
 from fmlab.hyperpod import slurm, stack, tiered
 from fmlab.jobs.capacity import current_stack_run
+from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
 
 P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
@@ -26,7 +27,9 @@ def test_the_published_fp8_speedups_are_reproduced_from_their_tables():
 def test_fp8_rows_divide_the_planners_days_and_keep_its_memory():
     rows = stack.fp8_rows("gpt-30b", 300e9, "ml.p5.48xlarge", 16, P5_LAYOUT)
     bf16, *fp8 = rows
-    assert bf16.precision == "bf16" and 12 < bf16.days < 14
+    plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=P5_LAYOUT, suggest=False)
+    assert bf16.precision == "bf16" and bf16.days == pytest.approx(plan.days) and 10 < bf16.days < 14  # predicted
+    assert "(predicted)" in bf16.source
     assert len(fp8) == 3  # the three 8B-on-8-H100 measurements
     for row in fp8:
         assert row.days == pytest.approx(bf16.days / (1 + row.speedup))

@@ -112,8 +112,8 @@ def test_megatron_175b_on_1024_a100_takes_about_34_days():
 
 
 def test_time_halves_when_cluster_doubles_and_cost_stays():
-    a = compute.estimate_run("llama2-7b", 1e12, "ml.p4d.24xlarge", 8)
-    b = compute.estimate_run("llama2-7b", 1e12, "ml.p4d.24xlarge", 16)
+    a = compute.estimate_run("llama2-7b", 1e12, "ml.p4d.24xlarge", 8, mfu=0.4)
+    b = compute.estimate_run("llama2-7b", 1e12, "ml.p4d.24xlarge", 16, mfu=0.4)
     assert b.days == pytest.approx(a.days / 2)
     assert b.cost_usd == pytest.approx(a.cost_usd)
     # cost = hours x price x instances
@@ -126,14 +126,14 @@ def test_implied_mfu_inverts_estimate_run():
 
 
 def test_smallest_cluster_meets_deadline_and_one_fewer_does_not():
-    est = compute.smallest_cluster("llama2-7b", 1e12, "ml.p4d.24xlarge", deadline_days=30)
+    est = compute.smallest_cluster("llama2-7b", 1e12, "ml.p4d.24xlarge", deadline_days=30, mfu=0.4)
     assert est.days <= 30
-    assert compute.estimate_run("llama2-7b", 1e12, "ml.p4d.24xlarge", est.instances - 1).days > 30
+    assert compute.estimate_run("llama2-7b", 1e12, "ml.p4d.24xlarge", est.instances - 1, mfu=0.4).days > 30
 
 
 def test_smallest_cluster_over_budget_says_what_to_change():
     with pytest.raises(PlanError, match="raise the budget"):
-        compute.smallest_cluster("llama2-70b", 2e12, "ml.p4d.24xlarge", deadline_days=30, budget_usd=1000)
+        compute.smallest_cluster("llama2-70b", 2e12, "ml.p4d.24xlarge", deadline_days=30, budget_usd=1000, mfu=0.4)
 
 
 def test_bad_mfu_is_a_clear_error():
@@ -142,7 +142,7 @@ def test_bad_mfu_is_a_clear_error():
 
 
 def test_phased_plan_grows_data_model_and_devices():
-    phases = compute.phased_plan("llama2-7b", 2e12, "ml.p4d.24xlarge", max_instances=16)
+    phases = compute.phased_plan("llama2-7b", 2e12, "ml.p4d.24xlarge", max_instances=16, mfu=0.4)
     assert [p.name for p in phases] == ["base", "medium", "large", "jumbo"]
     assert [p.data_fraction for p in phases] == [0.01, 0.05, 0.5, 1.0]
     assert [p.devices for p in phases] == [1, 8, 16, 128]
@@ -160,7 +160,7 @@ def test_scaled_models_can_be_built():
 
 
 def test_an_instance_without_a_published_price_costs_nan_and_the_launch_guard_refuses_it():
-    est = compute.estimate_run("llama3.1-8b", 1e12, "ml.trn2.48xlarge", 4)
+    est = compute.estimate_run("llama3.1-8b", 1e12, "ml.trn2.48xlarge", 4, mfu=0.4)
     assert est.days > 0 and est.cost_usd != est.cost_usd  # NaN: unknown, never a made-up number
     from fmlab.jobs.guards import OverBudget, price_per_hour
 

@@ -82,13 +82,14 @@ class StackRow:
 
 
 def fp8_rows(model: str, tokens: float, instance: str, count: int, parallel: ParallelConfig,
-             mfu: float = 0.4) -> list[StackRow]:
-    """The run in bf16 (the planner's days at `mfu`) and in FP8 with each 8B recipe's published speed-up on H100:
+             mfu: float | None = None) -> list[StackRow]:
+    """The run in bf16 (the planner's days: its predicted step, or `mfu` as a "what if") and in FP8 with each 8B recipe's published speed-up on H100:
     days, cost on EC2's on-demand price, memory (unchanged: the measurements show the same peak)."""
     plan = make_plan(model, tokens, catalog.instance(instance), count, parallel=parallel, mfu=mfu, suggest=False)
     hourly = EC2_ON_DEMAND.get(instance, float("nan")) * count
     rows = [StackRow("bf16", plan.days, hourly * 24 * plan.days, plan.memory_gb_per_device, 0.0,
-                     f"the course's planner at {mfu:.0%} MFU; {EC2_ON_DEMAND_SOURCE}")]
+                     f"the course's planner at {plan.mfu:.0%} MFU ({'predicted' if mfu is None else 'what if'}); "
+                     f"{EC2_ON_DEMAND_SOURCE}")]
     for result in FP8_RESULTS:
         if result.model.endswith("8B"):
             days = plan.days / (1 + result.speedup)

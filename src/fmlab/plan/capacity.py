@@ -173,11 +173,12 @@ class CapacityOption:
 
 
 def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tuple[str, str], int],
-            instances_by_type: dict[str, int] | None = None, mfu: float = 0.4,
+            instances_by_type: dict[str, int] | None = None, mfu: float | None = None,
             reserve_from_instances: int = 16) -> list[CapacityOption]:
     """Every (instance type, Region) where reserved capacity is sold, for one run.
 
-    `instances_by_type`: how many of each type (default: 16 p4d, 16 p5, 8 p5en). `reserve_from_instances`:
+    `instances_by_type`: how many of each type (default: 16 p4d, 16 p5, 8 p5en). `mfu`: None, the planner's predicted
+    step (fmlab.plan.speed); a number, a "what if". `reserve_from_instances`:
     from this many instances on, the run needs reserved capacity (the course's rule of thumb, not an AWS
     figure); below it, on-demand is taken to be available."""
     from fmlab.plan.layout import make_plan  # a sibling module; imported here so this one loads alone

@@ -195,8 +195,10 @@ def check_positive(name: str, value: float, hint: str = "", infinite_ok: bool = 
 
 
 def estimate_run(m: ModelPreset | str, tokens: float, inst: Instance | str, instances: int,
-                 mfu: float = 0.4, recompute: str = "none") -> RunEstimate:
-    """Days and on-demand cost to train `m` on `tokens` tokens with `instances` x `inst`.
+                 mfu: float, recompute: str = "none") -> RunEstimate:
+    """Days and on-demand cost to train `m` on `tokens` tokens with `instances` x `inst` at an MFU you give: the
+    arithmetic of module 1, a "what if". The planner predicts the MFU from the layout (fmlab.plan.layout.make_plan,
+    fmlab.plan.speed) and calls this with the prediction.
 
     `mfu` is the utilisation the cluster reaches without recomputation (then MFU = HFU). Recomputation keeps
     the hardware as busy (HFU = mfu) but spends part of it on FLOPs the model did not need: the days grow by
@@ -217,7 +219,7 @@ def estimate_run(m: ModelPreset | str, tokens: float, inst: Instance | str, inst
 
 
 def smallest_cluster(m: ModelPreset | str, tokens: float, inst: Instance | str, *, deadline_days: float,
-                     budget_usd: float = math.inf, mfu: float = 0.4, max_instances: int = 4096) -> RunEstimate:
+                     budget_usd: float = math.inf, mfu: float, max_instances: int = 4096) -> RunEstimate:
     """The fewest instances that finish within the deadline and the budget.
 
     At a fixed MFU the cost does not depend on the instance count (more instances, fewer days), so the
@@ -282,8 +284,9 @@ PHASES = [
 
 
 def phased_plan(m: ModelPreset | str, tokens: float, inst: Instance | str, max_instances: int,
-                mfu: float = 0.4) -> list[Phase]:
-    """Four phases from a smoke test to the full run, each with its own time and cost."""
+                mfu: float) -> list[Phase]:
+    """Four phases from a smoke test to the full run, each with its own time and cost, at `mfu` (the full run's
+    predicted MFU, fmlab.plan.layout.make_plan's, or a "what if")."""
     m = catalog.model(m) if isinstance(m, str) else m
     inst = catalog.instance(inst) if isinstance(inst, str) else inst
     phases = []
@@ -303,7 +306,7 @@ def phased_plan(m: ModelPreset | str, tokens: float, inst: Instance | str, max_i
 # ---------------------------------------------------------------- published runs, re-planned
 
 
-def what_it_takes(mfu: float = 0.4) -> list[dict]:
+def what_it_takes(mfu: float) -> list[dict]:
     """The catalog's published runs beside the planner: device-hours published and planned, implied MFU."""
     rows = []
     for run in catalog.PUBLISHED_RUNS.values():

@@ -14,8 +14,7 @@ import pytest
 
 from fmlab.course import figures
 from fmlab.course.slides import read_deck
-from fmlab.plan import catalog, compute
-from fmlab.plan import layout
+from fmlab.plan import catalog, compute, layout
 from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
 

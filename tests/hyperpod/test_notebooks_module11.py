@@ -9,6 +9,9 @@ import pytest
 
 from fmlab.course.run import bare_figures
 from fmlab.hyperpod import slurm
+from fmlab.plan import capacity
+from fmlab.plan.layout import make_plan
+from fmlab.plan.parallelism import ParallelConfig
 
 pytestmark = pytest.mark.notebook
 
@@ -20,7 +23,10 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
     rec = r.records
     choice = rec["nb11.capacity_choice"]
     assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"
-    assert choice["reserved_days"] == 16 and rec["nb11.plan_request_problems"] == 0  # 12.9 days x 1.2, + 1.5 h
+    # the predicted 13.3 days (full sharding on 16 x p5, fmlab.plan.speed) x 1.2, + 1.5 h, in whole days
+    run = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"), suggest=False)
+    assert choice["reserved_days"] == capacity.reservation(run.days).days == 17
+    assert rec["nb11.plan_request_problems"] == 0
     assert rec["nb11.plan_vs_on_demand_usd"]["reserved"] < rec["nb11.plan_vs_on_demand_usd"]["on_demand"]
     assert rec["nb11.plan_job_preflight_ok"] is True
     p4d, p5 = rec["nb11.stack_table"][:2]

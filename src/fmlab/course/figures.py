@@ -176,7 +176,7 @@ def gpt30b_memory():
     ax.axhline(limit, color="black", linestyle="--", linewidth=1.2,
                label=f"what a plan may fill per GPU ({limit:.1f} GB: {usable:.0f} usable of "
                      f"{first.device_memory_gb:.0f}, less 5% headroom)")
-    for i, (label, plan) in enumerate(plans.items()):
+    for i, plan in enumerate(plans.values()):
         verdict = "fits" if plan.fits else "does not fit"
         ax.annotate(f"{plan.memory_gb_per_device:.0f} GB\n{verdict}", (i, bottom[i]), ha="center", va="bottom",
                     fontsize=8, xytext=(0, 3), textcoords="offset points",

@@ -191,6 +191,12 @@ def test_an_impossible_workload_is_refused_with_the_fix():
         speed.step_time(workload(attention="sparse"))
     with pytest.raises(PlanError, match="needs pp > 1"):
         speed.step_time(workload(virtual_stages=2))
+    with pytest.raises(PlanError, match="global_batch must be a whole number of at least 1"):
+        speed.step_time(workload(global_batch=-4))
+    for bad in (0, 64, 100):  # none, fewer than one micro-batch per replica, not whole micro-batches
+        with pytest.raises(PlanError, match="a multiple of 128 x 1"):
+            layout.make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, parallel=ParallelConfig(sharding="full"),
+                             global_batch=bad)
 
 
 # ---------------------------------------------------------------- the planner uses it

@@ -251,7 +251,8 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     dp = parallel.dp(world)
     if global_batch is None:
         global_batch = default_global_batch(m, dp, micro_batch, seq_len)
-    elif isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch % (dp * micro_batch):
+    elif (isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < dp * micro_batch
+          or global_batch % (dp * micro_batch)):
         raise PlanError(f"global_batch must be a whole number of micro-batches on each of the {dp} data-parallel "
                         f"ranks (a multiple of {dp} x {micro_batch}), got {global_batch!r}")
     step = None

@@ -180,8 +180,8 @@ def _check(w: Workload) -> tuple[int, int, int]:
     hardware.gpu(hw.gpu)
     if w.attention not in ATTENTIONS:
         raise PlanError(f"attention must be one of {', '.join(ATTENTIONS)}, not {w.attention!r}")
-    for name in ("micro_batch", "virtual_stages", "gpus_per_node"):
-        value = getattr(w, name, None) if name != "gpus_per_node" else hw.gpus_per_node
+    for name, value in (("micro_batch", w.micro_batch), ("virtual_stages", w.virtual_stages),
+                        ("gpus_per_node", hw.gpus_per_node), ("global_batch", w.global_batch or 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise PlanError(f"{name} must be a whole number of at least 1, got {value!r}")
     cfg.check(hw.gpus)
@@ -268,8 +268,7 @@ def step_time(w: Workload) -> StepTime:
         if p > 1:
             # With pipeline stages FSDP keeps the gathered weights through the step's micro-batches and
             # reduce-scatters once (reshard_after_forward=False: Llama 3, torchtitan's pipeline recipes): one gather
-            # forward, one reduce-scatter backward, per step.
-            fwd_exposed = gather + (units - 1) * max(0.0, gather - fwd_unit)
+            # forward, no gather backward, one reduce-scatter, per step.
             bwd_exposed = scatter + (units - 1) * max(0.0, scatter - bwd_unit)
             rounds, bwd_comm = 1, scatter
         else:
@@ -294,7 +293,7 @@ def step_time(w: Workload) -> StepTime:
     bubble = 0.0
     if p > 1:
         v = w.virtual_stages
-        act = 2 * tokens * m.hidden / (t if (w.sequence_parallel or t > 1) else 1)
+        act = 2 * tokens * m.hidden / t  # each TP rank sends its slice (Megatron's scatter-gather, or SP's)
         send = _p2p_seconds(act, hw, crosses_nodes=dp * t >= hw.gpus_per_node)  # a stage fills whole nodes
         comm["pipeline_send"] = 2 * send * (micro_batches * v + p - 1)
         pipelined = micro_batches * (work_mb + comm.get("tensor_parallel", 0.0) / micro_batches)

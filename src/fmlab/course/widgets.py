@@ -41,6 +41,7 @@ def calculator_result(model: str, tokens_billion: float, instance: str, count: i
         f"<tr><td>Training compute</td><td>{plan.train_flops:.3g} FLOPs</td></tr>"
         f"<tr><td>Devices</td><td>{plan.devices} ({plan.instances} x {plan.instance})</td></tr>"
         f"<tr><td>Utilisation</td><td>HFU {plan.hfu:.0%}, MFU {plan.mfu:.0%}</td></tr>"
+        f"<tr><td>Speed</td><td>{html.escape(plan.speed_basis)}</td></tr>"
         f'<tr><td>Time</td><td><b><span class="fmlab-days">{plan.days:,.1f}</span> days</b></td></tr>'
         + (f'<tr><td>Cost (on-demand)</td><td><b>$<span class="fmlab-cost">{plan.cost_usd:.0f}</span></b></td></tr>'
            if math.isfinite(plan.cost_usd) else
@@ -69,7 +70,7 @@ def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instanc
                                style=style, layout=layout),
         "count": w.BoundedIntText(value=count, min=1, max=4096, description="Instances (count)", style=style,
                                   layout=layout),
-        "mfu": w.FloatSlider(value=mfu, min=0.05, max=0.7, step=0.01, description="HFU (fraction of peak)",
+        "mfu": w.FloatSlider(value=mfu, min=0.05, max=0.7, step=0.01, description="HFU, a what if",
                              readout_format=".0%", style=style, layout=layout),
         "sharding": w.Dropdown(options=["none", "zero1", "zero2", "full"], value=sharding,
                                description="Sharding", style=style, layout=layout),

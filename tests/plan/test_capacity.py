@@ -53,9 +53,10 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     best = capacity.choose(rows)
     assert (best.region, best.instance) == P5  # reserved p5 is cheaper than 8 p5en on demand
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
-    # the rate x plan count x the days that hold the job: 12.9 days x 1.2 + start-up + the last 30 minutes -> 16
-    assert p5.reserved_days == capacity.reservation(p5.days).days == 16
-    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 16)
+    # the rate x plan count x the days that hold the job: the predicted 13.3 days (full sharding, fmlab.plan.speed)
+    # x 1.2 + start-up + the last 30 minutes -> 17
+    assert p5.reserved_days == capacity.reservation(p5.days).days == 17
+    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 17)
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
     best = capacity.choose(rows)
     assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.reserved_usd)  # 8 < 16: on demand
@@ -76,7 +77,7 @@ def test_prices_are_compared_on_one_basis():
     assert p5.on_demand_usd == pytest.approx(55.04 * 16 * 24 * p5.days)  # EC2's on-demand price, the run's hours
     reserved = capacity.Cost(p5.reserved_usd, "EC2 Capacity Blocks")
     assert capacity.saving(reserved, capacity.Cost(p5.on_demand_usd, "EC2 on-demand")) == pytest.approx(
-        p5.on_demand_usd - p5.reserved_usd)  # about $31k for the 30B run: 16 reserved days against 12.9 on demand
+        p5.on_demand_usd - p5.reserved_usd)  # the 30B run: 17 reserved days against 13.3 on demand
     with pytest.raises(PlanError, match="not of one kind"):
         capacity.saving(reserved, capacity.Cost(560_366.0, "SageMaker training on-demand"))
     assert all(r.basis == capacity.PRICE_BASIS for r in rows)

@@ -50,7 +50,7 @@ TRAINING_PLAN, CAPACITY_BLOCK = "training plan", "capacity block"
 
 
 def run_days_30b_p5() -> float:
-    """Module 7's 30B run on 16 p5 at the planner's MFU: the days a reservation is sized from."""
+    """Module 7's 30B run on 16 p5, its days from the planner's predicted step: what a reservation is sized from."""
     rows = capacity.options(MODEL, TOKENS, deadline_days=60, quotas={}, instances_by_type={P5: 16})
     return rows[0].days
 

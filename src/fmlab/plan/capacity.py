@@ -3,7 +3,7 @@
     from fmlab.plan import capacity
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-1", "ml.p5.48xlarge"): 16})
     best = capacity.choose(rows)      # feasible (quota, memory, deadline, reservable), then cheapest
-    capacity.reservation(12.9).days   # 16: the days to buy so that the reservation holds the job of a 12.9-day run
+    capacity.reservation(13.3).days   # 17: the days to buy so that the reservation holds the job of a 13.3-day run
 
 For 16 and more GPU nodes, on-demand capacity is rarely there when you want it; AWS sells reserved capacity
 for a fixed window: SageMaker training plans (for training jobs or HyperPod clusters) and EC2 Capacity Blocks

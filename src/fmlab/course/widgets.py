@@ -70,7 +70,7 @@ def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instanc
                                style=style, layout=layout),
         "count": w.BoundedIntText(value=count, min=1, max=4096, description="Instances (count)", style=style,
                                   layout=layout),
-        "mfu": w.FloatSlider(value=mfu, min=0.05, max=0.7, step=0.01, description="HFU, a what if",
+        "mfu": w.FloatSlider(value=mfu, min=0.05, max=0.7, step=0.01, description="HFU (fraction of peak, a what if)",
                              readout_format=".0%", style=style, layout=layout),
         "sharding": w.Dropdown(options=["none", "zero1", "zero2", "full"], value=sharding,
                                description="Sharding", style=style, layout=layout),

@@ -12,7 +12,8 @@ NCCL's latency) on SCENARIOS: layers of module 7's 30B GPT gathered over groups 
 time the check says while the gather runs on gloo's own thread), then waits for it. One gather's time is measured
 the way the forward issues them (a forward with no compute, over its layers); the time beyond the compute, less
 what the same loop costs with nothing to gather, is held against the learner's prediction from it, in a
-gather-bound and a compute-bound case (within BAND; about 10 s on 2 busy cores); then the function is compared with the reference on formula cases, which
+gather-bound and a compute-bound case (within BAND, measured once more before failing; about 10 s on 2 busy
+cores); then the function is compared with the reference on formula cases, which
 catch what a noisy measurement could let through.
 """
 
@@ -51,8 +52,11 @@ GATHER_VALUES = 1_000_000  # float32 values each rank holds of a layer: 4 MB a s
 REPEATS = 5
 # measured exposed time / predicted, in both regimes. The measurement subtracts what the same loop costs with
 # nothing to gather (waking from each sleep, posting and waiting: 2-3 ms a layer on a busy 2-core machine, which
-# made a compute-bound forward look like 2-3 gathers where the formula says 1). Every gather exposed is 10x off.
-BAND = (0.4, 2.5)
+# made a compute-bound forward look like 2-3 gathers where the formula says 1). Under the whole test suite on 2
+# cores a right answer measured up to 2.55x once: so the band reaches 3, and a world outside it is measured once
+# more (TRIES) before the check fails. Every gather exposed is 10x off; the first gather forgotten, infinitely.
+BAND = (0.4, 3.0)
+TRIES = 2
 COMPUTE_RATIOS = {"gather-bound": 0.3, "compute-bound": 3.0}  # a layer's compute / one gather
 
 
@@ -187,22 +191,9 @@ def _exposed_hint(mine: float, want: float, gather_s: float, compute_s: float, l
     return "the first gather, plus for each later layer max(0, gather - compute)"
 
 
-def check_exposed_gathers(exposed_gather_seconds, work) -> bool:
-    ex = "ex2_exposed_gathers"
-    if not callable(exposed_gather_seconds):
-        return LAB.report(ex, False, "give the function exposed_gather_seconds itself (no parentheses)")
-    try:
-        _number(exposed_gather_seconds(0.01, 0.02, 4), "exposed_gather_seconds")
-    except NotImplementedError:
-        return LAB.report(ex, False, "not answered yet: exposed_gather_seconds still raises NotImplementedError. "
-                          "Hint: the first gather + (layers - 1) x max(0, gather - compute)")
-    except Exception as e:
-        return LAB.report(ex, False, f"exposed_gather_seconds raised {type(e).__name__}: {e}"[:400])
+def _measured_lines(exposed_gather_seconds, m: dict) -> tuple[list[str], bool]:
+    """The learner's prediction against one measured world, regime by regime: (lines to print, all in BAND)."""
     lines, passed = [], True
-    w = world.run_world(_measure_forward, fresh_folder(work, "ex2"), 2, timeout=90.0)
-    if not w.ok:
-        return LAB.report(ex, False, f"the measurement failed: {w.failure()}")
-    m = w.results[0]
     lines.append(f"  one all-gather of {4 * GATHER_VALUES * 2 / 1e6:.0f} MB on 2 gloo ranks: {m['gather_s'] * 1e3:.1f} ms "
                  f"(a forward of {LAYERS} layers with no compute, over {LAYERS})")
     for regime in COMPUTE_RATIOS:
@@ -215,6 +206,29 @@ def check_exposed_gathers(exposed_gather_seconds, work) -> bool:
                      f"compute {r['exposed_s'] * 1e3:.1f} ms, yours {mine * 1e3:.1f} ms"
                      + ("" if ok else "  <- " + _exposed_hint(mine, reference_exposed_gather_seconds(
                          m["gather_s"], r["compute_s"], LAYERS), m["gather_s"], r["compute_s"], LAYERS)))
+    return lines, passed
+
+
+def check_exposed_gathers(exposed_gather_seconds, work) -> bool:
+    ex = "ex2_exposed_gathers"
+    if not callable(exposed_gather_seconds):
+        return LAB.report(ex, False, "give the function exposed_gather_seconds itself (no parentheses)")
+    try:
+        _number(exposed_gather_seconds(0.01, 0.02, 4), "exposed_gather_seconds")
+    except NotImplementedError:
+        return LAB.report(ex, False, "not answered yet: exposed_gather_seconds still raises NotImplementedError. "
+                          "Hint: the first gather + (layers - 1) x max(0, gather - compute)")
+    except Exception as e:
+        return LAB.report(ex, False, f"exposed_gather_seconds raised {type(e).__name__}: {e}"[:400])
+    for attempt in range(1, TRIES + 1):  # a burst of load can spoil one measurement: measure once more
+        w = world.run_world(_measure_forward, fresh_folder(work, f"ex2-{attempt}"), 2, timeout=90.0)
+        if not w.ok:
+            return LAB.report(ex, False, f"the measurement failed: {w.failure()}")
+        lines, passed = _measured_lines(exposed_gather_seconds, w.results[0])
+        if passed:
+            break
+    if attempt > 1:
+        lines.append(f"  (measured {attempt} times, the last shown)")
     for what, g, c, n in FORMULA_CASES:
         mine = _number(exposed_gather_seconds(g, c, n), "exposed_gather_seconds")
         want = reference_exposed_gather_seconds(g, c, n)

@@ -10,7 +10,7 @@ NCCL's latency) on SCENARIOS: layers of module 7's 30B GPT gathered over groups 
 16 H100s on p5, and two GPUs in a node. ex2 runs a real prefetching forward pass on 2 gloo processes: each
 "layer" starts the next layer's all-gather, then computes (a sleep of known length, so that the compute takes the
 time the check says while the gather runs on gloo's own thread), then waits for it. One gather's time is measured
-the way the forward issues them (a forward with no compute, over its layers); the time beyond the compute, less
+the way the forward issues them (a forward with no compute, over its layers), right before each case; the time beyond the compute, less
 what the same loop costs with nothing to gather, is held against the learner's prediction from it, in a
 gather-bound and a compute-bound case (within BAND, measured once more before failing; about 10 s on 2 busy
 cores); then the function is compared with the reference on formula cases, which
@@ -20,7 +20,6 @@ catch what a noisy measurement could let through.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,17 +46,19 @@ SCENARIOS = [
     ("a 1B-parameter layer over 2 GPUs of one node", dict(layer_params=1e9, shard_degree=2, **P4D)),
 ]
 FORMULA_TOLERANCE = 0.01
-LAYERS = 10  # the measured forward's layers: a mistake that exposes every gather is 10x off, well outside BAND
+LAYERS = 8  # the measured forward's layers: a mistake that exposes every gather is 8x off, well outside BAND
 GATHER_VALUES = 1_000_000  # float32 values each rank holds of a layer: 4 MB a shard, 8 MB gathered on 2 ranks
-REPEATS = 5
+REPEATS = 4
 # measured exposed time / predicted, in both regimes. The measurement subtracts what the same loop costs with
 # nothing to gather (waking from each sleep, posting and waiting: 2-3 ms a layer on a busy 2-core machine, which
 # made a compute-bound forward look like 2-3 gathers where the formula says 1). Under the whole test suite on 2
 # cores a right answer measured up to 2.55x once: so the band reaches 3, and a world outside it is measured once
-# more (TRIES) before the check fails. Every gather exposed is 10x off; the first gather forgotten, infinitely.
+# more (TRIES) before the check fails. Every gather exposed is 8x off; the first gather forgotten, infinitely.
 BAND = (0.4, 3.0)
 TRIES = 2
-COMPUTE_RATIOS = {"gather-bound": 0.3, "compute-bound": 3.0}  # a layer's compute / one gather
+# a layer's compute / one gather. Compute-bound at 6 gathers: on a loaded machine a gather that runs beside other
+# processes can take 2-3 times its quiet time, and must still end inside its layer's compute.
+COMPUTE_RATIOS = {"gather-bound": 0.3, "compute-bound": 6.0}
 
 
 def reference_gather_seconds(layer_params, shard_degree, gpus_per_node, nvlink_gbs, node_gbs):
@@ -138,9 +139,10 @@ def _gather(shard: torch.Tensor, world_size: int, async_op: bool = False):
 
 
 def _forward(shards: list[torch.Tensor], world_size: int, compute_s: float) -> float:
-    """The median time a forward pass over the layers spends beyond its compute: the first layer's gather, then for
-    each layer the next layer's gather started, this layer's compute (a sleep, while gloo's thread gathers), the
-    gather waited for. The sleeps are timed too, so that a sleep that wakes late (a busy machine) counts as compute."""
+    """The least time, over REPEATS, a forward pass over the layers spends beyond its compute: the first layer's
+    gather, then for each layer the next layer's gather started, this layer's compute (a sleep, while gloo's thread
+    gathers), the gather waited for. The sleeps are timed too, so that a sleep that wakes late (a busy machine)
+    counts as compute; the least of the runs, because other work on the machine only ever adds time."""
     exposed = []
     for _ in range(REPEATS):
         dist.barrier()
@@ -154,7 +156,7 @@ def _forward(shards: list[torch.Tensor], world_size: int, compute_s: float) -> f
             if pending is not None:
                 pending.wait()
         exposed.append(time.perf_counter() - start - slept)
-    return statistics.median(exposed)
+    return min(exposed)
 
 
 def _measure_forward(rank: int, world_size: int) -> dict:
@@ -164,12 +166,14 @@ def _measure_forward(rank: int, world_size: int) -> dict:
     shards = [torch.randn(GATHER_VALUES) for _ in range(LAYERS)]
     empty = [torch.zeros(1) for _ in range(LAYERS)]  # the same loop with nothing to gather: the harness's own cost
     _forward(shards, world_size, 0.0)  # warm-up
-    gather_s = _forward(shards, world_size, 0.0) / LAYERS
-    out = {"gather_s": gather_s}
+    out = {}
     for regime, ratio in COMPUTE_RATIOS.items():
+        gather_s = _forward(shards, world_size, 0.0) / LAYERS  # right before: the machine's load drifts
         compute_s = ratio * gather_s
         loop_s = _forward(empty, world_size, compute_s)  # waking from each sleep, posting and waiting: not gathering
-        out[regime] = {"compute_s": compute_s, "exposed_s": _forward(shards, world_size, compute_s) - loop_s}
+        out[regime] = {"gather_s": gather_s, "compute_s": compute_s,
+                       "exposed_s": _forward(shards, world_size, compute_s) - loop_s}
+    out["gather_s"] = out["gather-bound"]["gather_s"]
     return out
 
 
@@ -198,14 +202,14 @@ def _measured_lines(exposed_gather_seconds, m: dict) -> tuple[list[str], bool]:
                  f"(a forward of {LAYERS} layers with no compute, over {LAYERS})")
     for regime in COMPUTE_RATIOS:
         r = m[regime]
-        mine = _number(exposed_gather_seconds(m["gather_s"], r["compute_s"], LAYERS), "exposed_gather_seconds")
+        mine = _number(exposed_gather_seconds(r["gather_s"], r["compute_s"], LAYERS), "exposed_gather_seconds")
         ratio = r["exposed_s"] / mine if mine > 0 else math.inf
         ok = BAND[0] <= ratio <= BAND[1]
         passed &= ok
         lines.append(f"  {regime} ({LAYERS} layers of {r['compute_s'] * 1e3:.1f} ms compute): measured beyond the "
                      f"compute {r['exposed_s'] * 1e3:.1f} ms, yours {mine * 1e3:.1f} ms"
                      + ("" if ok else "  <- " + _exposed_hint(mine, reference_exposed_gather_seconds(
-                         m["gather_s"], r["compute_s"], LAYERS), m["gather_s"], r["compute_s"], LAYERS)))
+                         r["gather_s"], r["compute_s"], LAYERS), r["gather_s"], r["compute_s"], LAYERS)))
     return lines, passed
 
 

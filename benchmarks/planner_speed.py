@@ -37,12 +37,10 @@ def reference_rows() -> list[dict]:
     rows = []
     for name, model, tokens, instance, count, old_layout in REFERENCE_RUNS:
         before = compute.estimate_run(model, tokens, instance, count, 0.4, old_layout.recompute)
-        choice = layout.choose(layout.candidates(model, tokens, instance, count, micro_batches=(1, 2, 4, 8)))
-        after = layout.make_plan(model, tokens, instance, count, parallel=choice["parallel"],
-                                 micro_batch=choice["micro-batch"])
+        after = layout.planned(model, tokens, instance, count)
         rows.append({"run": name, "before_layout": old_layout.label, "before_days": before.days,
-                     "before_cost_usd": before.cost_usd, "after_layout": f"{choice['parallel'].label}, recompute "
-                     f"{choice['recompute']}, micro-batch {choice['micro-batch']}", "after_mfu": after.mfu,
+                     "before_cost_usd": before.cost_usd, "after_layout": f"{after.parallel.label}, recompute "
+                     f"{after.parallel.recompute}, micro-batch {after.micro_batch}", "after_mfu": after.mfu,
                      "after_days": after.days, "after_cost_usd": after.cost_usd})
     return rows
 

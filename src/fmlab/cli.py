@@ -101,12 +101,11 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
 
 LAYOUT_FLAGS = ("sharding", "hybrid_shard_degree", "tp", "pp", "micro_batch", "activation_checkpointing",
                 "activation_offloading")
-PLANNER_MICRO_BATCHES = (1, 2, 4, 8)  # what the planner may choose from, as notebook 07 does
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from fmlab.plan import compute
-    from fmlab.plan.layout import candidates, choose, make_plan
+    from fmlab.plan.layout import make_plan, planned
 
     if args.published:
         return _published(args.published, args.json)
@@ -118,9 +117,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     chosen = all(getattr(args, name) is None for name in LAYOUT_FLAGS)
     try:
         if chosen:
-            row = choose(candidates(args.model, tokens, args.instance, args.count, micro_batches=PLANNER_MICRO_BATCHES,
-                                    attention=args.attention, mfu=args.mfu))
-            parallel, micro_batch = row["parallel"], row["micro-batch"]
+            layout_plan = planned(args.model, tokens, args.instance, args.count, mfu=args.mfu,
+                                  attention=args.attention)
+            parallel, micro_batch = layout_plan.parallel, layout_plan.micro_batch
         else:
             parallel, micro_batch = _layout_from_flags(args), args.micro_batch or 1
         plan = make_plan(args.model, tokens, args.instance, args.count, parallel=parallel, mfu=args.mfu,

@@ -42,6 +42,5 @@ def module7_plan(**overrides):
     from fmlab.plan import layout
 
     run = {**notebook_parameters("07_gpt30b_sharded_training.ipynb"), **overrides}
-    args = (run["model"], run["tokens"], run["instance"], run["instances"])
-    choice = layout.choose(layout.candidates(*args, micro_batches=tuple(run["micro_batches"]), mfu=run["mfu"]))
-    return layout.make_plan(*args, parallel=choice["parallel"], micro_batch=choice["micro-batch"], mfu=run["mfu"])
+    return layout.planned(run["model"], run["tokens"], run["instance"], run["instances"],
+                          micro_batches=tuple(run["micro_batches"]), mfu=run["mfu"])

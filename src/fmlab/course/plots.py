@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from fmlab.plan import compute
-from fmlab.plan.layout import candidates, choose, make_plan
+from fmlab.plan.layout import make_plan, planned
 from fmlab.plan.parallelism import ParallelConfig
 
 
@@ -17,8 +17,8 @@ def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: l
 
     With `mfu` None, each cluster size is planned as module 7 plans its run: the layout and micro-batch the planner
     chooses (fmlab.plan.layout.choose) and the days of its predicted step, at GPT-3's global batch for the model's
-    size; as the cluster grows, each GPU gets fewer tokens per step to hide the same gathers behind, so the MFU
-    falls and the cost rises. With a number, a "what if" at that MFU; with `mfu_at_scale` as well, MFU falls
+    size; as the cluster grows each GPU gets fewer tokens per step to hide the same gathers behind, and the MFU
+    says how well the chosen layouts still hide them (the title gives its range). With a number, a "what if" at that MFU; with `mfu_at_scale` as well, MFU falls
     linearly from `mfu` at the smallest cluster to `mfu_at_scale` at the largest.
     """
     import matplotlib.pyplot as plt
@@ -29,8 +29,7 @@ def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: l
     days, costs, mfus = [], [], []
     for n in counts:
         if mfu is None:
-            row = choose(candidates(model, tokens, instance, n, micro_batches=micro_batches))
-            est = make_plan(model, tokens, instance, n, parallel=row["parallel"], micro_batch=row["micro-batch"])
+            est = planned(model, tokens, instance, n, micro_batches=micro_batches)
         else:
             frac = 0 if hi == lo else (n - lo) / (hi - lo)
             m = mfu if mfu_at_scale is None else mfu + frac * (mfu_at_scale - mfu)

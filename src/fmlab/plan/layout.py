@@ -399,6 +399,20 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
     return rows
 
 
+PLANNER_MICRO_BATCHES = (1, 2, 4, 8)  # the micro-batches the planner chooses from when it chooses the layout
+
+
+def planned(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
+            micro_batches: tuple[int, ...] = PLANNER_MICRO_BATCHES, mfu: float | None = None,
+            attention: str = "flash") -> TrainingPlan:
+    """The plan of the layout and micro-batch the planner chooses (choose(candidates(...))): what `fmlab plan`
+    gives without layout flags, and what notebook 07 takes for the 30B run."""
+    row = choose(candidates(model, tokens, instance, instances, micro_batches=micro_batches, attention=attention,
+                            mfu=mfu))
+    return make_plan(model, tokens, instance, instances, parallel=row["parallel"], micro_batch=row["micro-batch"],
+                     mfu=mfu, attention=attention, suggest=False)
+
+
 def global_batch_tokens(devices: int, tp: int = 1, pp: int = 1, micro_batch: int = 1, seq_len: int = 4096,
                         grad_accum: int = 1) -> int:
     """Tokens per optimizer step: data-parallel replicas (devices / (tp x pp)) x micro-batch x accumulation x

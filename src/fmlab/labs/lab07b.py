@@ -12,7 +12,7 @@ NCCL's latency) on SCENARIOS: layers of module 7's 30B GPT gathered over groups 
 time the check says while the gather runs on gloo's own thread), then waits for it. One gather's time is measured
 the way the forward issues them (a forward with no compute, over its layers), right before each case; the time beyond the compute, less
 what the same loop costs with nothing to gather, is held against the learner's prediction from it, in a
-gather-bound and a compute-bound case (within BAND, measured once more before failing; about 10 s on 2 busy
+gather-bound and a compute-bound case (within BAND, measured again before failing; about 10 s on 2 busy
 cores); then the function is compared with the reference on formula cases, which
 catch what a noisy measurement could let through.
 """
@@ -52,10 +52,13 @@ REPEATS = 4
 # measured exposed time / predicted, in both regimes. The measurement subtracts what the same loop costs with
 # nothing to gather (waking from each sleep, posting and waiting: 2-3 ms a layer on a busy 2-core machine, which
 # made a compute-bound forward look like 2-3 gathers where the formula says 1). Under the whole test suite on 2
-# cores a right answer measured up to 2.55x once: so the band reaches 3, and a world outside it is measured once
-# more (TRIES) before the check fails. Every gather exposed is 8x off; the first gather forgotten, infinitely.
-BAND = (0.4, 3.0)
-TRIES = 2
+# cores a gather that runs on gloo's thread while other processes hold both cores can take several times its quiet
+# time: a right answer measured 2.55x once, and more than 3x once in CI. So the band reaches 5 and a world outside
+# it is measured again (TRIES) before the check fails. The band still tells the two mistakes apart from the right
+# answer: every gather exposed is 1/8 in the compute-bound case, the first gather forgotten infinitely off; the
+# formula cases below check the arithmetic exactly.
+BAND = (0.3, 5.0)
+TRIES = 3
 # a layer's compute / one gather. Compute-bound at 6 gathers: on a loaded machine a gather that runs beside other
 # processes can take 2-3 times its quiet time, and must still end inside its layer's compute.
 COMPUTE_RATIOS = {"gather-bound": 0.3, "compute-bound": 6.0}

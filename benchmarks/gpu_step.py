@@ -1,6 +1,6 @@
 """One training step on one GPU, measured four ways in one process: fmlab's engine eager and compiled, and a bare
 loop eager and compiled, at a Llama shape (issue 41, item 4; how it was first done by hand:
-../shared/gpu/h200-2026-11-26.md).
+docs/measurements/h200-2026-11-26.md).
 
     python benchmarks/gpu_step.py                         # the Llama 3.2 1B shape, all four contenders, 20 steps
     python benchmarks/gpu_step.py --contenders engine,bare --json rows.json

@@ -1,7 +1,7 @@
 """Where `make test`'s time goes: CPU seconds per test file and per test, from a run with FMLAB_CPU_REPORT set.
 
     FMLAB_CPU_REPORT=/tmp/cpu.jsonl make test        # tests/conftest.py appends one line per test
-    .venv/bin/python benchmarks/suite_cpu.py /tmp/cpu.jsonl [--top 25] [--json out.json]
+    .venv/bin/python benchmarks/suite_cpu.py /tmp/cpu.jsonl [--top 25] [--json out.json] [--before old.jsonl]
 
 On the 2-core machine the suite is CPU-bound (three workers keep both cores about 90% busy), so the wall clock is
 about the CPU seconds divided by 1.8: a test's wall seconds, taken while two other workers compete for the cores,
@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("report", type=Path, help="the FMLAB_CPU_REPORT file of one run")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--json", type=Path, help="write the per-file table here")
+    parser.add_argument("--before", type=Path, help="another run's report: both runs' CPU s, file by file")
     args = parser.parse_args()
     rows = load(args.report)
     total = sum(r["cpu"] for r in rows)
@@ -51,14 +52,16 @@ def main() -> None:
           f"{sum(r['cpu_children'] for r in rows):,.0f} in processes they started), "
           f"{sum(r['wall'] for r in rows):,.0f} s of test wall time")
     print("  " + ", ".join(f"{k}: {v:,.0f} CPU s ({v / total:.0%})" for k, v in kinds.most_common()))
-    forked, execed = (sum(r.get(f"kernels_{k}", 0) for r in rows) for k in ("forked", "execed"))
-    if forked or execed:
-        print(f"  notebook kernels: {forked} forked from the zygote, {execed} started afresh by it "
-              "(an environment it could not fork faithfully)")
-    workers = sum(r.get("workers_forked", 0) for r in rows)
-    if workers:
-        print(f"  training workers: {workers} forked from a pre-imported parent (fmlab.train.handoff)")
     files = by_file(rows)
+    if args.before:
+        before = {name: cpu for name, cpu, _, _ in by_file(load(args.before))}
+        print(f"\n{'before':>7} {'after':>7}  CPU s per file, every file of either run (before: {args.before})")
+        for name in sorted(set(before) | {n for n, *_ in files}, key=lambda n: -max(
+                before.get(n, 0), next((c for f, c, *_ in files if f == n), 0))):
+            after = next((c for f, c, *_ in files if f == name), None)
+            print(f"{before.get(name, 0):7.1f} {after or 0:7.1f}  {name}" + ("  (gone)" if after is None else
+                  "  (new)" if name not in before else ""))
+        print(f"{sum(before.values()):7.0f} {total:7.0f}  in all")
     print(f"\n{'CPU s':>7} {'wall s':>7} {'tests':>5}  file (top {args.top})")
     for name, cpu, wall, count in files[: args.top]:
         print(f"{cpu:7.1f} {wall:7.1f} {count:5d}  {name}")

@@ -8,22 +8,14 @@ fmlab.train. When fmlab is not installed in the container, the repository's src/
 source dir) is put on the path.
 """
 
-import gc
 import sys
 from pathlib import Path
 
-if __name__ == "__main__":  # before torch and transformers are imported (fmlab.train.collector)
-    gc.disable()
-
 try:
-    from fmlab.train.handoff import handoff
+    from fmlab.train import exit_process, main
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from fmlab.train.handoff import handoff
-if __name__ == "__main__":
-    handoff()  # does nothing unless FMLAB_WORKER_ZYGOTES asks for a pre-imported worker (the test suite does)
-
-from fmlab.train import exit_process, main  # noqa: E402
+    from fmlab.train import exit_process, main
 
 if __name__ == "__main__":
     exit_process(main())  # flushes, then leaves without interpreter teardown (see exit_process)

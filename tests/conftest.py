@@ -6,7 +6,6 @@ go first, then the other files that execute notebooks or start process groups, s
 
 from __future__ import annotations
 
-import atexit
 import os
 from pathlib import Path
 
@@ -19,15 +18,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before a
     from fmlab.environment import share_cores
 
     share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-
-# The notebook kernels' parent takes this environment, before any test changes a variable (fmlab.course.warm_kernels).
-from fmlab.course import warm_kernels  # noqa: E402
-from fmlab.train import handoff  # noqa: E402
-
-# Training workers (torchrun's, the sandbox's, the notebooks') are forked from pre-imported parents
-# (fmlab.train.handoff); the folder of those parents goes when this process ends, and they with it.
-WORKER_ZYGOTES = handoff.enable()
-atexit.register(handoff.disable, WORKER_ZYGOTES)
 
 # The longest files, longest first (seconds of test time per file under `make test`, 2026-11-25): xdist hands a file
 # to whichever worker is free next, in this order (the Makefile's --no-loadscope-reorder keeps xdist from reordering
@@ -72,7 +62,7 @@ def environment_restored():
     """Each test starts from the worker's environment. Library code run in a test sets variables in os.environ for
     the processes it starts (the Flight Recorder's buffer, tokenizers' parallelism, torch.compile's cache folder,
     a rank's RANK and MASTER_PORT); without this they would reach every later test in that worker, and every later
-    notebook kernel, which the zygote then starts afresh instead of forking (fmlab.course.kernel_zygote)."""
+    notebook kernel and training process it starts."""
     saved = dict(os.environ)
     yield
     if dict(os.environ) != saved:
@@ -149,8 +139,7 @@ def course_requests(tmp_path_factory):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """FMLAB_CPU_REPORT=file appends one JSON line per test: its wall seconds and the CPU seconds it spent, in this
-    process and in the child processes it waited for, notebook kernels and training workers forked by the zygotes
-    included
+    process and in the child processes it waited for (notebook kernels, torchrun and its workers, sandbox jobs)
     (benchmarks/suite_cpu.py sums them; the suite is CPU-bound on 2 cores, so CPU seconds, not wall seconds under
     contention, say what a change saves)."""
     report = os.environ.get("FMLAB_CPU_REPORT")
@@ -165,20 +154,11 @@ def pytest_runtest_protocol(item, nextitem):
         usage = resource.getrusage(who)
         return usage.ru_utime + usage.ru_stime
 
-    def children():
-        return cpu(resource.RUSAGE_CHILDREN) + warm_kernels.counts.cpu + handoff.ledger_cpu(WORKER_ZYGOTES)
-
-    def workers_forked():
-        return sum(not line.get("zygote") for line in handoff.ledger(WORKER_ZYGOTES))
-
-    kernels = warm_kernels.counts
-    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), children(), kernels.forked, kernels.execed, workers_forked())
+    start = (time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN))
     yield
     line = {"test": item.nodeid, "wall": round(time.monotonic() - start[0], 3),
             "cpu_self": round(cpu(resource.RUSAGE_SELF) - start[1], 3),
-            "cpu_children": round(children() - start[2], 3),
-            "kernels_forked": kernels.forked - start[3], "kernels_execed": kernels.execed - start[4],
-            "workers_forked": workers_forked() - start[5],
+            "cpu_children": round(cpu(resource.RUSAGE_CHILDREN) - start[2], 3),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(report, "a") as f:
         f.write(json.dumps(line) + "\n")

@@ -1,5 +1,5 @@
 """The planner's memory against measurements: the engine's peaks on one H100 (benchmarks/gpu_step.py) and on one
-H200 (../shared/gpu/h200-2026-11-26.md, an earlier engine), and a CPU run of the engine's own step, where autocast
+H200 (docs/measurements/h200-2026-11-26.md, an earlier engine), and a CPU run of the engine's own step, where autocast
 keeps the same tensors and the profiler sees every allocation."""
 
 from __future__ import annotations

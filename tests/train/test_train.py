@@ -7,8 +7,11 @@ Run: .venv/bin/pytest tests/train/test_train.py          (-m "not distributed" s
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,9 +38,10 @@ def dataset() -> str:
 
 
 def test_sagemaker_arguments_are_tolerated_in_both_spellings():
+    inside_a_job = {"SM_TRAINING_ENV": "{}"}  # SageMaker (and the sandbox) set it: unknown arguments are noted
     cfg = parse_config(["--max_steps", "7", "--micro-batch", "2", "--sagemaker_program", "train.py",
                         "--some-new-flag", "--shuffle", "false", "--tensorboard",
-                        "--mp_parameters", '{"hybrid_shard_degree": 2, "tensor_parallel_degree": 2}'], env={})
+                        "--mp_parameters", '{"hybrid_shard_degree": 2, "tensor_parallel_degree": 2}'], env=inside_a_job)
     assert (cfg.max_steps, cfg.micro_batch, cfg.shuffle, cfg.tensorboard) == (7, 2, False, True)
     assert cfg.ignored == ["--sagemaker_program", "train.py", "--some-new-flag"]
     layout = cfg.parallel  # SMP v2's settings decide the layout
@@ -46,6 +50,20 @@ def test_sagemaker_arguments_are_tolerated_in_both_spellings():
         parse_config(["--max-steps", "many"], env={})
     with pytest.raises(TrainConfigError, match="expects a bool"):
         parse_config(["--shuffle", "perhaps"], env={})
+
+
+def test_an_unknown_flag_is_an_error_on_the_command_line_and_a_note_inside_a_job(tmp_path, capsys):
+    with pytest.raises(TrainConfigError, match=r"--max-stepz \(did you mean --max-steps\?\)"):
+        parse_config(["--max-stepz", "2"], env={})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SM_")}
+    out = tmp_path / "out"
+    cli = [sys.executable, "-m", "fmlab", "train", "--max-stepz", "2", "--max-steps", "2", "--output-dir", str(out),
+           "--tensorboard", "false"]
+    typo = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=120)
+    assert typo.returncode == 2 and "--max-stepz" in typo.stderr and not out.exists(), typo.stderr[-500:]
+    job = subprocess.run(cli, env={**env, "SM_TRAINING_ENV": "{}"}, capture_output=True, text=True, timeout=300)
+    assert job.returncode == 0, job.stderr[-800:]
+    assert "note: ignoring arguments fmlab.train does not use: --max-stepz 2" in job.stdout
 
 
 def test_the_sagemaker_contract_is_read_and_the_command_line_wins(tmp_path):

@@ -5,9 +5,7 @@
     python -m fmlab course --jobs 1    # one at a time (the default runs two, each in its own kernel)
 
 Run N at a time, each kernel gets 1/N of the cores as torch threads (fmlab.environment.share_cores), unless
-OMP_NUM_THREADS is set. Each kernel is forked from a parent that imported torch, transformers, pandas, matplotlib
-and the SageMaker SDK once (fmlab.course.warm_kernels): ~0.6 CPU s to start instead of ~8 for a notebook that
-imports them. FMLAB_WARM_KERNELS=0 starts every kernel afresh, as Jupyter does.
+OMP_NUM_THREADS is set. Each kernel starts as Jupyter starts it, so a notebook runs here as in a learner's Jupyter.
 
 Each executed notebook lands in build/executed/ with its outputs; the table gives status and seconds. What the
 kernels and libraries write to stderr (ipykernel's "running over TCP without encryption" warning, library warnings)
@@ -46,47 +44,23 @@ def course_notebooks(root: Path = ROOT, labs: bool = True) -> list[Path]:
     return found
 
 
-def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600,
-            warm: bool = True) -> NotebookResult:
-    """Run one notebook with papermill in its own folder; never raises for a failing notebook. warm: fork its kernel
-    from this process's zygote (fmlab.course.warm_kernels), started by the first warm call; worth its ~6 CPU s
-    once a process runs a second notebook, or one that imports torch."""
+def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600) -> NotebookResult:
+    """Run one notebook with papermill in its own folder; never raises for a failing notebook."""
     import papermill as pm
 
     from fmlab.course.records import read_records
-    from fmlab.course.warm_kernels import WarmKernelManager
 
     output.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     error = ""
     try:
-        with kernel_startup():
-            pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
-                                cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout,
-                                **({"kernel_manager_class": WarmKernelManager} if warm else {}))
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
+                            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
     except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
     seconds = time.perf_counter() - start
     records = read_records(output) if output.exists() else {}
     return NotebookResult(notebook, output, seconds, not error, error, records)
-
-
-KERNEL_STARTUP = Path(__file__).with_name("kernel_startup.py")
-
-
-@contextmanager
-def kernel_startup() -> Iterator[None]:
-    """While a notebook runs, the kernels this process starts run kernel_startup.py first (PYTHONSTARTUP: only
-    interactive interpreters read it, so training workers and servers are not touched); a PYTHONSTARTUP of the
-    user's own is kept instead."""
-    if "PYTHONSTARTUP" in os.environ:
-        yield
-        return
-    os.environ["PYTHONSTARTUP"] = str(KERNEL_STARTUP)
-    try:
-        yield
-    finally:
-        os.environ.pop("PYTHONSTARTUP", None)
 
 
 BARE_FIGURE = "<Figure size"  # what IPython prints for a matplotlib Figure it cannot draw (no pyplot, no PNG)
@@ -152,12 +126,11 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
               f"{result.seconds:.1f} s", flush=True)
 
     results: dict[Path, NotebookResult] = {}
-    warm = len(chosen) > jobs  # a zygote per process pays off from its second notebook on
     with stderr_to(log):
         if jobs == 1:
             for i, nb in enumerate(chosen, 1):
                 print(f"[{i}/{len(chosen)}] {nb.relative_to(root)} ...", end=" ", flush=True)
-                results[nb] = execute(nb, target(nb), warm=warm)
+                results[nb] = execute(nb, target(nb))
                 print(f"{'ok' if results[nb].ok else 'FAILED'} {results[nb].seconds:.1f} s", flush=True)
         else:
             import multiprocessing
@@ -169,7 +142,7 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
             # kernels inherit), so two kernels' torch threads do not fight over them
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=share_cores,
                                      initargs=(jobs,)) as pool:
-                futures = [pool.submit(execute, nb, target(nb), warm=warm) for nb in order]
+                futures = [pool.submit(execute, nb, target(nb)) for nb in order]
                 for future in as_completed(futures):
                     result = future.result()
                     results[result.source] = result

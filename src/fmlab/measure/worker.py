@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import time
 from pathlib import Path
 
-if __name__ == "__main__":  # no collector passes over the imports (fmlab.train.collector says why)
-    gc.disable()
-
-import torch  # noqa: E402
+import torch
 
 _start = time.perf_counter()
 import transformers  # noqa: E402,F401
@@ -177,6 +173,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    gc.freeze()  # the imports' objects live as long as the process: no collector pass walks them again
-    gc.enable()
     main()

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 from fmlab.plan import catalog, compute, hardware, memory, parallelism, speed
 from fmlab.plan.catalog import GB, Instance, ModelPreset
-from fmlab.plan.compute import PlanError
+from fmlab.plan.compute import PlanError, RunEstimate
 from fmlab.plan.parallelism import ParallelConfig
 
 SHARDING_CHOICES = parallelism.SHARDINGS  # none | zero1 | zero2 | full | hybrid (with hybrid_shard_degree)
@@ -128,19 +128,11 @@ def activation_bytes(m: ModelPreset, micro_batch: int, seq_len: int, tp: int = 1
 
 @dataclass
 class TrainingPlan:
-    """Everything `fmlab plan` prints: size, compute, time, cost and memory per device."""
+    """Everything `fmlab plan` prints: the run's size, time and cost (`run`, compute.estimate_run at the layout's
+    predicted HFU), and the layout's memory per device. The run's fields read through: plan.days is plan.run.days,
+    and to_dict() gives them flat, beside the plan's own."""
 
-    model: str
-    params: int
-    tokens: float
-    train_flops: float
-    instance: str
-    instances: int
-    devices: int
-    mfu: float  # model FLOPs / (time x peak): lower than hfu when recomputation re-runs the forward
-    hfu: float  # hardware FLOPs / (time x peak): what the devices sustain, the planner's `mfu` input
-    days: float
-    cost_usd: float
+    run: RunEstimate  # model, params, tokens, train_flops, instance, instances, devices, mfu, hfu, days, cost_usd
     parallel: ParallelConfig  # the layout, as the engine and the jobs take it (plan.parallel.dp(plan.devices), ...)
     micro_batch: int
     seq_len: int
@@ -158,8 +150,21 @@ class TrainingPlan:
     step: dict | None = None  # the predicted step (fmlab.plan.speed.StepTime.to_dict()), None for a "what if"
     speed_basis: str = ""  # where the days come from: the prediction, or an MFU the caller gave
 
+    model = property(lambda self: self.run.model)
+    params = property(lambda self: self.run.params)
+    tokens = property(lambda self: self.run.tokens)
+    train_flops = property(lambda self: self.run.train_flops)
+    instance = property(lambda self: self.run.instance)
+    instances = property(lambda self: self.run.instances)
+    devices = property(lambda self: self.run.devices)
+    mfu = property(lambda self: self.run.mfu, doc="model FLOPs / (time x peak): below hfu when layers recompute")
+    hfu = property(lambda self: self.run.hfu, doc="hardware FLOPs / (time x peak): what the devices sustain")
+    days = property(lambda self: self.run.days)
+    cost_usd = property(lambda self: self.run.cost_usd)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        run = {k: v for k, v in asdict(self.run).items() if k != "recompute"}  # the layout says what recomputes
+        return {**run, **{k: v for k, v in asdict(self).items() if k != "run"}}
 
     def require_fit(self) -> TrainingPlan:
         """Raise PlanError with the changes that would make it fit, unless it fits."""
@@ -272,9 +277,7 @@ def make_plan(model: ModelPreset | str, tokens: float, instance: Instance | str,
     usable = inst.device_memory_gb * USABLE_FRACTION
     limit = usable * (1 - HEADROOM_FRACTION)
     plan = TrainingPlan(
-        model=m.name, params=run.params, tokens=tokens, train_flops=run.train_flops, instance=inst.name,
-        instances=instances, devices=run.devices, mfu=run.mfu, hfu=run.hfu, days=run.days, cost_usd=run.cost_usd,
-        parallel=parallel, micro_batch=micro_batch, seq_len=seq_len, memory_gb_per_device=total_gb,
+        run=run, parallel=parallel, micro_batch=micro_batch, seq_len=seq_len, memory_gb_per_device=total_gb,
         memory_breakdown_gb={k: v / GB for k, v in parts.items()}, device_memory_gb=inst.device_memory_gb,
         usable_memory_gb=usable, fits=total_gb <= limit, checkpoint_gb=checkpoint_gb(run.params),
         price_note=(f"${inst.price_per_hour}/h per instance, {inst.price_basis}, {inst.price_region}, read "

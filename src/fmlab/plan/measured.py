@@ -17,7 +17,7 @@ from fmlab.plan.catalog import ModelPreset
 
 SOURCE_H200 = ("fmlab at commit bce155c on one NVIDIA H200 (139 GiB), PyTorch 2.11.0+cu130, transformers 5.17.0, "
                "one process, autocast bf16, fp32 master weights, fused AdamW, eager; peak = "
-               "torch.cuda.max_memory_allocated over the run: ../shared/gpu/h200-2026-11-26.md, measured 2026-11-26")
+               "torch.cuda.max_memory_allocated over the run: docs/measurements/h200-2026-11-26.md, measured 2026-11-26")
 
 SOURCE_GPU_STEP = ("benchmarks/gpu_step.py (fmlab at commit c94e1cb, whose eager full-loss path is today's) "
                    "{card}, PyTorch 2.11.0+cu130, transformers 5.17.0: one process, autocast bf16, fp32 master "

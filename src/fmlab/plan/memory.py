@@ -5,7 +5,7 @@
 
 The published formulas (ZeRO's 16 bytes per parameter, Korthikanti's 34*s*b*h per layer) assume every activation
 is 16-bit and count each tensor once. A transformers Llama trained under torch.autocast keeps more, and the
-difference was measured, not fitted (../shared/gpu/h200-2026-11-26.md; tests/plan/test_memory.py re-measures
+difference was measured, not fitted (docs/measurements/h200-2026-11-26.md; tests/plan/test_memory.py re-measures
 every term below on a CPU, where autocast keeps the same tensors, with autograd's saved-tensor hooks and the
 profiler's allocation events):
 
@@ -50,7 +50,7 @@ its bf16 weights). `peak_bytes` returns the parts at the largest.
 
 Against CUDA (tests/plan/test_memory.py): on one H100 the engine's peaks at the Llama 3.2 1B shape and at m200,
 micro-batch 1-16, with and without full recomputation, are 0.95-1.00 of this model with grad_accum=1 (booking the
-gradients: 1.02-1.17). The first H200 measurement (fmlab at bce155c, ../shared/gpu/h200-2026-11-26.md) held a
+gradients: 1.02-1.17). The first H200 measurement (fmlab at bce155c, docs/measurements/h200-2026-11-26.md) held a
 gradient-sized tensor more at its peaks with full recomputation: 0.79-1.12 of the model with them booked.
 """
 

@@ -13,19 +13,17 @@ Files, in the order data flows through a run:
 - step.py               train_step(): one optimizer step (micro-batches, clip, step); build_optimizer (AdamW and its
                         schedule), the batches, the gradient dump (--save-first-grads)
 - loss.py               the chunked loss (--loss chunked: never the whole vocabulary's logits) and where the full
-                        one runs instead (full_loss_reason)
+                        one runs instead (use_chunked_loss_where_layout_allows)
 - failure.py            when a run fails: the collective that timed out named (traces compared), the job's failure
                         file (SageMaker's FailureReason), exit_process (the entry scripts' exit)
 - log.py                the step log (stdout lines SageMaker's metric regexes read, TensorBoard, JSONL) and
                         StepTimer, the clocks behind its throughput
 - evaluate.py           held-out loss on the dataset's validation split (the ladder's gate, module 10)
-- collector.py          Python's garbage collector off while the entry scripts import, then a pass every 50
-                        steps on every rank at once (torchtitan's gc_freq), not at random moments
+- collector.py          Python's garbage collector during training: a pass every 50 steps on every rank at once
+                        (torchtitan's gc_freq), not at random moments
 - faults.py             fault injection for recovery drills: kill, hang, freeze or stall a rank, make it skip an
                         all-reduce, kill it mid-save
 - local.py              torchrun_train(): run the entry point here with N processes (notebooks)
-- handoff.py            under the test suite only (FMLAB_WORKER_ZYGOTES): the entry script's process hands over to a
-                        worker forked from worker_zygote.py, a parent that imported torch and transformers once
 - cache.py              train_cached(): a run trained once per content (code, settings, data) under build/cache/runs/
 
 The names below are loaded on first use, so `fmlab.train.log` stays light for the jobs layer.

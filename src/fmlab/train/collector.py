@@ -1,20 +1,14 @@
 """Python's cyclic garbage collector on the training loop's schedule, not whenever it likes.
 
-    import gc; gc.disable()             # first line of each entry script: entrypoints/train.py, python -m fmlab.train
     with collector.scheduled():         # fmlab.train.loop.train, around the steps
         ... collector.after_step(step)  # a young-generation pass every GC_EVERY steps, the same step on every rank
 
-Off while the entry script imports: torch, torch.distributed and transformers' Llama create a few million objects
-that live as long as the process, and the automatic collector walks them again and again while they are made.
-Measured on the 2-core machine (benchmarks/import_gc.py, 2026-11-26): importing a training worker's modules cost
-5.4 CPU s with the collector on and 4.8 off, and the suite starts about a hundred such workers.
-
-On a schedule during training: an automatic pass stops one rank at a moment of its own, and every other rank then
-waits for it at the next collective, a straggler that moves from step to step. torchtitan turns the collector off
-and collects generation 1 every `training.gc_freq` = 50 steps ("used to avoid stragglers in garbage collection":
-torchtitan/tools/utils.py GarbageCollection and torchtitan/config/job_config.py, read 2026-11-26); fmlab does the
-same, and first freezes what exists when training starts (the modules, the model, the optimizer: gc.freeze), so a
-pass only walks what the steps made.
+An automatic pass stops one rank at a moment of its own, and every other rank then waits for it at the next
+collective: a straggler that moves from step to step. torchtitan turns the collector off and collects generation 1
+every `training.gc_freq` = 50 steps ("used to avoid stragglers in garbage collection": torchtitan/tools/utils.py
+GarbageCollection and torchtitan/config/job_config.py, read 2026-11-26); fmlab does the same, and first freezes what
+exists when training starts (the modules, the model, the optimizer: gc.freeze), so a pass only walks what the
+steps made.
 """
 
 from __future__ import annotations

@@ -1,20 +1,25 @@
 """The training entry point's settings: TrainConfig, and reading it from flags and the SageMaker contract.
 
-    cfg = parse_config(["--model", "tiny", "--max_steps", "20", "--sagemaker_program", "x"])  # unknown: ignored
-    cfg.ignored            # ['--sagemaker_program', 'x'], reported by fmlab.train
+    cfg = parse_config(["--model", "tiny", "--max_steps", "20"])
+    parse_config(["--max-stepz", "2"])   # TrainConfigError: unknown flag --max-stepz (did you mean --max-steps?)
+    cfg.ignored            # under SageMaker (SM_TRAINING_ENV set) an unknown argument is ignored, noted here
     cfg.parallel           # the run's ParallelConfig (fmlab.plan.parallelism): its fields are flags too (--tp 2)
     cfg.check()            # TrainConfigError / PlanError naming what to change
 
 Sources, later winning: the TrainConfig defaults; the SageMaker contract when present (SM_CHANNEL_TRAIN ->
 data, SM_MODEL_DIR -> model_dir, SM_OUTPUT_DATA_DIR -> output_dir, SM_CHECKPOINT_DIR or FMLAB_CHECKPOINT_DIR,
 else /opt/ml/checkpoints inside a job -> checkpoint_dir, SM_HPS -> any field); the command line, where both
-`--max-steps` and SageMaker's `--max_steps` spellings work. Tested by tests/train/test_train.py.
+`--max-steps` and SageMaker's `--max_steps` spellings work. An argument fmlab.train does not know is an error on
+the command line (a typo must not train with the default), and only a note inside a SageMaker job, where the service
+passes every hyperparameter of the request as a flag and a newer SDK may add its own. Tested by
+tests/train/test_train.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import inspect
 import io
 import json
@@ -259,15 +264,36 @@ def sagemaker_defaults(env: dict | None = None) -> dict:
 
 
 def parse_config(argv: list[str] | None = None, env: dict | None = None) -> TrainConfig:
-    """TrainConfig from defaults < SageMaker environment < command line; unknown arguments are kept in .ignored."""
+    """TrainConfig from defaults < SageMaker environment < command line. An unknown argument raises
+    TrainConfigError naming it, except inside a SageMaker job (SM_TRAINING_ENV set: the sandbox's too), where it is
+    kept in .ignored and the loop notes it."""
+    env = os.environ if env is None else env
     values = sagemaker_defaults(env)
     ignored = list(values.pop("ignored", []))
     args, unknown = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    if unknown and "SM_TRAINING_ENV" not in env:
+        raise TrainConfigError(unknown_flags_message(unknown))
     for name, value in vars(args).items():
         if value is not None:
             values[name] = _convert(name, value)
     ignored = [k for k in ignored if f"--{k}" not in unknown]  # SageMaker passes each hyperparameter both ways
     return build_config({**values, "ignored": ignored + unknown})
+
+
+def unknown_flags_message(unknown: list[str]) -> str:
+    """What to say about arguments no flag takes: each flag named, with the nearest known flag where one is close."""
+    known = sorted({f"--{n.replace('_', '-')}" for n in _FIELDS})
+    parts = []
+    for arg in unknown:
+        if not arg.startswith("-"):
+            continue
+        flag = arg.split("=", 1)[0]
+        near = difflib.get_close_matches(flag.replace("_", "-"), known, n=1, cutoff=0.75)
+        parts.append(f"{flag} (did you mean {near[0]}?)" if near else flag)
+    named = ", ".join(parts) or " ".join(unknown)
+    return (f"unknown argument{'s' if len(unknown) > 1 else ''} {named}: fmlab.train has no such flag "
+            "(`fmlab train --help` lists them; inside a SageMaker job, where SM_TRAINING_ENV is set, unknown "
+            "hyperparameters are ignored with a note instead)")
 
 
 def check_collective_timeout(seconds: float, flag: str = "--collective-timeout") -> float:

@@ -66,7 +66,7 @@ from fmlab.train.config import (
 from fmlab.train.evaluate import heldout_loss
 from fmlab.train.failure import collective_failure, exit_process, trace_dir, write_failure_file
 from fmlab.train.faults import Faults
-from fmlab.train.loss import full_loss_reason
+from fmlab.train.loss import use_chunked_loss_where_layout_allows
 from fmlab.train.step import batches, build_optimizer, first_gradients_hook, train_step
 
 __all__ = ["TrainConfig", "TrainConfigError", "TrainResult", "parse_config", "sagemaker_defaults", "train", "main"]
@@ -170,7 +170,7 @@ def _build_model(preset: ModelPreset, cfg: TrainConfig, dist: DistInfo) -> torch
         use_pretraining_attention(model)
     compiled = compile_wanted(cfg, dist.device.type)
     if cfg.loss == "chunked":
-        why = full_loss_reason(model, cfg.parallel, compiled)
+        why = use_chunked_loss_where_layout_allows(model, cfg.parallel, compiled)
         if why and dist.rank == 0:
             print(f"note: --loss chunked does not apply ({why}): the full loss runs", flush=True)
     return parallelize(model, cfg.parallel, dist, compile=compiled)

@@ -27,8 +27,8 @@ one compiled function (_chunk_fused) that never makes the fp32 copy. Each chunk 
 head's fp32 weight gradient, so a micro-batch takes at most 8 chunks (fmlab.plan.memory.chunk_tokens): on one H200
 at the Llama 3.2 1B shape the compiled engine made 53.6% MFU with 8 chunks, 48.7% with 32 (benchmarks/README.md).
 
-Where it does not apply (the full loss is used, and fmlab.train says so: full_loss_reason): tensor parallelism (the
-head's output is a DTensor gathered by its own plan) and SMP v2 (its transform owns the model).
+Where it does not apply, use_chunked_loss_where_layout_allows keeps the full loss and fmlab.train says so: tensor
+parallelism (the head's output is a DTensor gathered by its own plan) and SMP v2 (its transform owns the model).
 """
 
 from __future__ import annotations
@@ -222,8 +222,9 @@ def use_chunked_loss(model, enable: bool = True, compiled: bool = False) -> str:
     return ""
 
 
-def full_loss_reason(model, parallel, compiled: bool = False) -> str:
-    """Give `model` the chunked loss unless the layout (a ParallelConfig) keeps the full one; "" or why not."""
+def use_chunked_loss_where_layout_allows(model, parallel, compiled: bool = False) -> str:
+    """Install the chunked loss on `model` (use_chunked_loss) unless the layout (a ParallelConfig) keeps the full
+    one: SMP v2 owns the model, or tensor parallelism gathers the logits. Returns "" when installed, else why not."""
     if smp_available():
         return "SMP v2's transform owns the model"
     if parallel.tp > 1:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from fmlab.serve import cloze, export, heldout, loadtest, server
-from fmlab.serve.measured import MEASURED
+from fmlab.serve.serving_figures import MEASURED
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 
 Each job is built by the package's own builders, with the settings its notebook uses: the module 3 sweep job
 (fmlab.jobs.sweep on notebook 03's base), module 4's DDP (torchrun, NCCL over EFA) and SMDDP (mpirun with
-fmlab.service.launch.mpi_launch, the smddp backend, on the frozen SMDDP image), module 5's FSDP and SMP v2 jobs
+fmlab.service.mpi_launch.mpi_launch, the smddp backend, on the frozen SMDDP image), module 5's FSDP and SMP v2 jobs
 and module 6's FSDP + TP, module 8's retried job, module 7's 30B run (fmlab.jobs.sharded.ShardedRun), and module
 9's trn1 (fmlab.neuron.job) and trn2 (fmlab.neuron.native) jobs, and module 11's 30B run on p5 on a training plan
 (fmlab.jobs.capacity). The request is captured by
@@ -116,7 +116,7 @@ def ddp_job() -> JobSpec:
 def smddp_job() -> JobSpec:
     """Module 4: the same DDP job with SMDDP's AllReduce: mpirun (16 ranks, 8 per instance), backend smddp, on the
     last SageMaker PyTorch DLC that ships SMDDP (2.5.1, frozen)."""
-    # fmlab.jobs.request builds MPI(**fmlab.service.launch.mpi_launch(8, 2)) for distribution="mpi"
+    # fmlab.jobs.request builds MPI(**fmlab.service.mpi_launch.mpi_launch(8, 2)) for distribution="mpi"
     return _data_parallel("smddp", distribution="mpi")
 
 

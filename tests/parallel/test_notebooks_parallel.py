@@ -19,7 +19,7 @@ def test_sharded_data_parallel_notebook(run_notebook):
     assert planned["DDP"] == pytest.approx(16 * 29.974e9 / 1e9, rel=1e-3)
     assert planned["FSDP full"] == pytest.approx(planned["DDP"] / 128, rel=1e-6)
     assert planned["DDP"] > planned["ZeRO-1"] > planned["ZeRO-2"] > planned["hybrid, D=8"] > planned["FSDP full"]
-    # the planner against the engine's peaks on one H100 (fmlab.plan.measured): within 5% on all 8 rows
+    # the planner against the engine's peaks on one H100 (fmlab.plan.gpu_measurements): within 5% on all 8 rows
     assert len(rec["gpu_planner_ratio"]) == 8 and all(0.95 <= x <= 1.05 for x in rec["gpu_planner_ratio"])
     mem = rec["memory_kib"]
     assert rec["measured_matches_planner"] is True

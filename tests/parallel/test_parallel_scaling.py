@@ -2,7 +2,7 @@
 
 import pytest
 
-from fmlab.measure.memory import predicted_state_bytes
+from fmlab.measure.state_bytes import predicted_state_bytes
 from fmlab.plan.compute import PlanError
 from fmlab.plan.scaling import (
     bubble_fraction,

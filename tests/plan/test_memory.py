@@ -8,7 +8,7 @@ import pytest
 
 from fmlab.plan import compute, memory
 from fmlab.plan.catalog import ModelPreset
-from fmlab.plan.measured import H100_MEMORY, H200_MEMORY
+from fmlab.plan.gpu_measurements import H100_MEMORY, H200_MEMORY
 from fmlab.plan.parallelism import ParallelConfig
 
 GiB = 2**30
@@ -177,9 +177,9 @@ def test_a_compiled_layer_keeps_what_the_planner_books(family):
 
 
 def test_the_planner_predicts_the_compiled_engines_gpu_peaks_within_15_percent():
-    """The compiled rows of one H100 and one H200 (fmlab.plan.measured.ENGINE_SPEED: the engine under --compile
+    """The compiled rows of one H100 and one H200 (fmlab.plan.gpu_measurements.ENGINE_SPEED: the engine under --compile
     true, its chunked loss): with compiled=True the planner is within 15% of each; eager booking overstates them."""
-    from fmlab.plan.measured import ENGINE_SPEED, LLAMA_1B
+    from fmlab.plan.gpu_measurements import ENGINE_SPEED, LLAMA_1B
 
     rows = [r for r in ENGINE_SPEED if r.contender.startswith("fmlab engine compiled, chunked loss")
             or r.contender.startswith("fmlab engine compiled, 256 MiB chunks")]

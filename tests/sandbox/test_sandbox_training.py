@@ -60,15 +60,15 @@ def test_a_final_save_equal_to_the_last_periodic_one_ends_cleanly_on_two_instanc
 def test_mpirun_starts_a_rank_per_device_on_every_instance_only_with_the_workaround(local_env, monkeypatch):
     """SDK v3's MPI driver passes process_count_per_node as mpirun's -np, a total in Open MPI: the plain
     request would start 1 rank for 2 instances, which the sandbox refuses with the reason; fmlab's request
-    (fmlab.service.launch.mpi_launch: -np = every rank, --map-by ppr:1:node) trains on both instances."""
-    from fmlab.service import launch
+    (fmlab.service.mpi_launch.mpi_launch: -np = every rank, --map-by ppr:1:node) trains on both instances."""
+    from fmlab.service import mpi_launch
 
     data = jobs.course_dataset_uri("local")
     spec = JobSpec("mpi-2x1", hyperparameters={"max_steps": 2, "micro_batch": 4, "log_every": 1, "tensorboard": False},
                    inputs={"train": data}, instance_type="ml.g5.12xlarge", distribution="mpi", instance_count=2,
                    processes_per_host=1)
     fixed = jobs.launch(spec, backend="local", quiet=True)
-    monkeypatch.setattr(launch, "mpi_launch", lambda per_host, instances: {"process_count_per_node": per_host,
+    monkeypatch.setattr(mpi_launch, "mpi_launch", lambda per_host, instances: {"process_count_per_node": per_host,
                                                                           "mpi_additional_options": []})
     plain = jobs.launch(spec.with_(name="mpi-2x1-plain"), backend="local", quiet=True)
     fixed_done, plain_done = jobs.wait_all([fixed, plain], timeout=240, progress=False)

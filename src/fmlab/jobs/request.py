@@ -85,7 +85,7 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
     from sagemaker.train.distributed import MPI, SMP, Torchrun
 
     from fmlab.plan import catalog
-    from fmlab.service.launch import mpi_launch
+    from fmlab.service.mpi_launch import mpi_launch
     from fmlab.train.log import METRIC_DEFINITIONS, VALIDATION_METRIC_DEFINITIONS
 
     distributed = None
@@ -95,7 +95,7 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
         distributed = Torchrun(process_count_per_node=spec.processes_per_host, smp=SMP(**spec.smp))
     elif spec.distribution == "mpi":
         # SDK v3 passes process_count_per_node as mpirun's -np, a total: ask for every rank of the job and
-        # place them per instance (fmlab.service.launch.mpi_launch explains).
+        # place them per instance (fmlab.service.mpi_launch.mpi_launch explains).
         known = catalog.INSTANCES.get(spec.instance_type)
         launch = mpi_launch(spec.processes_per_host or (known.processes if known else 1), spec.instance_count)
         distributed = MPI(process_count_per_node=launch["process_count_per_node"],

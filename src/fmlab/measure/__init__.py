@@ -17,7 +17,7 @@ Files:
 - worker.py   the tasks a spawned world runs (python -m fmlab.measure.worker), one JSON file per rank
 - parity.py   one training step under a layout against the same step on one process (reference_step,
               parallel_step, compare); make_tokens, local_rows
-- memory.py   bytes of weights, gradients and optimizer state on a rank: measured from the local shards against
+- state_bytes.py bytes of weights, gradients and optimizer state on a rank: measured from the local shards against
               the planner's prediction (fmlab.plan.layout)
 - views.py    parity and memory tables, saved-bytes, hybrid-sharding and pipeline figures (notebooks 05 and 06)
 

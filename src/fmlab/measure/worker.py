@@ -30,7 +30,6 @@ import torch.distributed as tdist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from fmlab.measure.memory import measured_state_bytes, predicted_state_bytes  # noqa: E402
 from fmlab.measure.parity import (  # noqa: E402
     compare,
     fsdp1_hybrid_control,
@@ -39,6 +38,7 @@ from fmlab.measure.parity import (  # noqa: E402
     parallel_step,
     reference_step,
 )
+from fmlab.measure.state_bytes import measured_state_bytes, predicted_state_bytes  # noqa: E402
 from fmlab.models import build_model  # noqa: E402
 from fmlab.parallel import ParallelConfig, init_distributed, parallelize  # noqa: E402
 from fmlab.parallel.linear import ColumnParallelLinear, RowParallelLinear  # noqa: E402

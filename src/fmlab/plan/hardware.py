@@ -61,7 +61,7 @@ GPUS: dict[str, Gpu] = {g.name: g for g in [
         f"{MAMF} (A100 SXM 267.9 of 312); {FLASH}; {HBM}: 2.0 TB/s"),
     Gpu("H100-SXM", 989.0, 794.5, 370.0, 3350.0, 700, "nvlink4",
         f"{MAMF} (H100/H200 SXM 794.5 of 989; the course's own 8192^3 matmul on one H100, 793, agrees: "
-        f"fmlab.plan.measured.MATMUL_CEILING_MFU); {FLASH}: FlashAttention-2 at 370; {HBM}: 3.35 TB/s"),
+        f"fmlab.plan.gpu_measurements.MATMUL_CEILING_MFU); {FLASH}: FlashAttention-2 at 370; {HBM}: 3.35 TB/s"),
     Gpu("H200", 989.0, 794.5, 370.0, 4800.0, 700, "nvlink4",
         f"{MAMF} (H100/H200 SXM 794.5); {FLASH}; {HBM}: 4.8 TB/s"),
     Gpu("B200", 2250.0, 1745.0, 0.5 * 2250, 8000.0, 1000, "nvlink5",

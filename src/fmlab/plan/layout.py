@@ -46,7 +46,7 @@ WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12  # bf16 weights and grads; 
 GLOBAL_BATCH_LIMIT_TOKENS = 4 * 2**20
 USABLE_FRACTION = 0.9  # leave ~10% of device memory for the CUDA context, NCCL's buffers and the framework
 # A plan fits only if it also leaves HEADROOM_FRACTION of the usable memory free: the memory model's measured error
-# (its predictions are 0.95-1.00 of the engine's CUDA peaks on an H100, fmlab.plan.measured: up to 5% under) and the
+# (its predictions are 0.95-1.00 of the engine's CUDA peaks on an H100, fmlab.plan.gpu_measurements: up to 5% under) and the
 # caching allocator's fragmentation would otherwise turn a plan at 35.97 of 36 GB into an out-of-memory error.
 HEADROOM_FRACTION = 0.05
 # The global batch a plan trains with, unless told: GPT-3's batch for the nearest model size (Brown et al. 2020,

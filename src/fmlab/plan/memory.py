@@ -40,7 +40,7 @@ same saved-tensor hooks on a CPU (tests/plan/test_memory.py compiles a Llama and
   Llama compiled, autocast        14h + 4kv + 6f + 4a + 8     (eager 30h + 4kv + 8f + 4a + 8)
   OPT compiled, autocast          18h + 4f + 4a + 16          (eager 24h + 4f + 4a + 16)
 With bf16 parameters the one fp32 tensor, the layer's input, is bf16: 2h less (derived, not measured). Held
-against the compiled rows of one H100 and one H200 (fmlab.plan.measured.ENGINE_SPEED): 0.98-1.14 of the peaks, the
+against the compiled rows of one H100 and one H200 (fmlab.plan.gpu_measurements.ENGINE_SPEED): 0.98-1.14 of the peaks, the
 highest with selective recomputation, whose saved matmul outputs the planner books as eager keeps them.
 
 Besides the model states, the peak is the largest of three moments: the end of the forward pass and the start
@@ -68,7 +68,7 @@ MASTER_BYTES, GRAD_BYTES, ADAM_BYTES, COPY_BYTES = 4, 4, 8, 2  # fp32 weights an
 # entries), and large enough that a micro-batch takes at most MAX_LOSS_CHUNKS chunks. Each chunk adds its product
 # into the head's fp32 weight gradient (12 bytes per weight read and written), so fewer chunks are faster: on one
 # H200 at the Llama 3.2 1B shape, micro-batch 8, the compiled engine made 58,565 tokens/s with 32 chunks of 512
-# tokens and 64,543 with 8 of 2,048 (ENGINE_SPEED in fmlab.plan.measured), for 0.4 GiB more. Held at once: at most
+# tokens and 64,543 with 8 of 2,048 (ENGINE_SPEED in fmlab.plan.gpu_measurements), for 0.4 GiB more. Held at once: at most
 # an eighth of what the full loss holds.
 CHUNK_LOGIT_BYTES = 256 * 2**20
 MAX_LOSS_CHUNKS = 8

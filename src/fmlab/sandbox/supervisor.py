@@ -140,7 +140,7 @@ class Supervisor:
         """The ranks per host that SDK v3's mpirun command would start. Its driver writes `--host h:N,...`
         and `-np N` with N = process_count_per_node, and Open MPI's -np is the total: on several hosts that
         leaves all but the first idle, which the sandbox refuses to imitate silently."""
-        from fmlab.service.launch import mpirun_ranks
+        from fmlab.service.mpi_launch import mpirun_ranks
 
         command = ["mpirun", "--host", ",".join(f"{h}:{count}" for h in self.hosts_names), "-np", str(count),
                    *self.launch.mpi_options]
@@ -151,7 +151,7 @@ class Supervisor:
                 f"mpirun would start {count} ranks in all ({where}), not {count} per instance: SDK v3 passes "
                 f"process_count_per_node to mpirun as -np, which Open MPI reads as the total. On SageMaker the "
                 f"job would run on part of its GPUs. Ask for every rank and place them per node: "
-                f"MPI(**fmlab.service.launch.mpi_launch({count}, {len(self.hosts_names)}))")
+                f"MPI(**fmlab.service.mpi_launch.mpi_launch({count}, {len(self.hosts_names)}))")
         return next(iter(placed.values()))
 
     def run(self) -> None:

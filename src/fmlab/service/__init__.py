@@ -25,7 +25,7 @@ Files:
 - iam.py       the least-privilege execution role of a course job as an IAM policy (data read, output written,
                checkpoints written and read back at every start, the ECR image pulled, logs, metrics), and
                allows/missing: what a policy grants, checked against what a training job does (notebook 00)
-- launch.py    how SDK v3's MPI driver launches ranks (-np is Open MPI's total) and the settings that place N per
+- mpi_launch.py how SDK v3's MPI driver launches ranks (-np is Open MPI's total) and the settings that place N per
                instance: used by jobs.request and the sandbox alike
 - libraries.py SageMaker's own parallel libraries, SMP v2 and SMDDP: frozen, dated and sourced, beside the current
                path (FSDP2 / DDP over NCCL and EFA); LAUNCH_DECISION (notebooks 04, 05 and their decks)

@@ -4,7 +4,7 @@ command SageMaker's SDK v3 driver builds for a job, and what SDK v2's SMDDP runn
     from fmlab.service import smddp
     smddp.smddp_advice("ml.p4d.24xlarge", instances=16)
     smddp.sagemaker_command(Torchrun(process_count_per_node=8), "ml.p4d.24xlarge", 2, {"max_steps": 100})
-    smddp.mpirun_ranks(command)            # {"total": 8, ...}: what Open MPI will start (fmlab.service.launch)
+    smddp.mpirun_ranks(command)            # {"total": 8, ...}: what Open MPI will start (fmlab.service.mpi_launch)
     smddp.mpi_launch(8, instances=2)       # the MPI(...) settings that start 16 ranks, 8 per instance
     smddp.v2_runner_gaps(command)          # what SDK v2's runner set for SMDDP, and whether `command` has it
     smddp.driver_drift()                   # [] while the installed SDK builds the commands the course expects
@@ -37,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 from fmlab.service import libraries
-from fmlab.service.launch import mpi_launch, mpirun_ranks  # noqa: F401  (the launch rules, as smddp.* too)
+from fmlab.service.mpi_launch import mpi_launch, mpirun_ranks  # noqa: F401  (the launch rules, as smddp.* too)
 
 # ---------------------------------------------------------------- SMDDP: where it runs and how it is launched
 

@@ -32,7 +32,7 @@ def figure_class():
 
 
 def drawable(fig):
-    """A Figure built below this floor (fmlab.serve.measured), made one that draws itself in a notebook too."""
+    """A Figure built below this floor (fmlab.serve.serving_figures), made one that draws itself in a notebook too."""
     fig.__class__ = figure_class()  # the subclass adds a method only: same state, same drawing
     return fig
 

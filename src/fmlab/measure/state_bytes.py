@@ -1,6 +1,6 @@
 """Memory of the model states on one rank: predicted by the planner, measured from the real shards.
 
-    from fmlab.measure.memory import measured_state_bytes, predicted_state_bytes
+    from fmlab.measure.state_bytes import measured_state_bytes, predicted_state_bytes
     predicted_state_bytes("tiny", ParallelConfig(sharding="full"), world_size=4)   # {"weights": ..., ...}
     measured_state_bytes(model, optimizer)                                          # after one step
 

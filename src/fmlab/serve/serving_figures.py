@@ -1,6 +1,6 @@
 """Module 10's measured figures for the slides: the eval curve and the serving latency, from a recorded run.
 
-    from fmlab.serve.measured import eval_curve_figure, latency_figure
+    from fmlab.serve.serving_figures import eval_curve_figure, latency_figure
     eval_curve_figure()      # training and held-out loss of the tiny Llama, every checkpoint
     latency_figure()         # p50/p95 latency and throughput against concurrency, both server settings
 

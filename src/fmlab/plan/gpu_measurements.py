@@ -1,6 +1,6 @@
 """Measured peaks and speeds of fmlab's engine on real GPUs: the outside reference the planner is held against.
 
-    from fmlab.plan.measured import H100_MEMORY, H200_MEMORY, ENGINE_SPEED
+    from fmlab.plan.gpu_measurements import H100_MEMORY, H200_MEMORY, ENGINE_SPEED
     [(r.label, r.micro_batch, r.recompute, r.peak_gib) for r in H100_MEMORY]
 
 Each row is data with its source and the date it was measured, like the catalog's instance specs. The planner's

@@ -1,7 +1,7 @@
 """How SageMaker's SDK v3 launches MPI jobs, and where Open MPI then puts the ranks: the rules a job request and the
 sandbox both follow (so they live on the service's floor, below jobs, sandbox and parallel).
 
-    from fmlab.service.launch import mpi_launch, mpirun_ranks
+    from fmlab.service.mpi_launch import mpi_launch, mpirun_ranks
     mpi_launch(8, instances=2)     # the MPI(...) settings that start 16 ranks, 8 per instance
     mpirun_ranks(command)          # {"total": 16, "per_host": {"algo-1": 8, "algo-2": 8}}
 

@@ -19,32 +19,35 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # under make test's workers, before a
 
     share_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
-# The longest files, longest first (seconds of test time per file under `make test`, 2026-11-25): xdist hands a file
-# to whichever worker is free next, in this order (the Makefile's --no-loadscope-reorder keeps xdist from reordering
-# by test count, which sent the one-test notebook files last and left a worker running alone for 86 s at the end).
+# The longest files, longest first (seconds of test time per file under `make test`, 2026-11-28, a clean clone;
+# the two lab files share what test_labs.py and test_labs_unsolved.py took): xdist hands a file to whichever worker
+# is free next, in this order (the Makefile's --no-loadscope-reorder keeps xdist from reordering by test count,
+# which sent the one-test notebook files last and left a worker running alone for 86 s at the end).
 LONGEST_FIRST = (
-    "course/test_labs.py",                          # 243 s
-    "course/test_labs_unsolved.py",                 # 143
-    "train/test_faults.py",                         # 119
-    "train/test_notebooks_module08_retries.py",     # 74
-    "sandbox/test_sandbox_training.py",             # 72
-    "jobs/test_notebooks_module07.py",              # 71
-    "parallel/test_notebooks_parallel.py",          # 69
-    "serve/test_notebooks_module10.py",             # 65
-    "train/test_notebooks_module08.py",             # 61
-    "course/test_browser.py",                       # 55
-    "sandbox/test_sandbox.py",                      # 54
-    "hyperpod/test_notebooks_module11.py",          # 37
-    "course/test_lab03.py",                         # 36
-    "neuron/test_notebooks_module09.py",            # 35
-    "serve/test_server.py",                         # 31
-    "jobs/test_jobs_notebooks.py",                  # 27
-    "parallel/test_parallel_4proc.py",              # 21
-    "plan/test_notebooks_module01.py",              # 21
-    "service/test_preflight.py",                    # 20
-    "train/test_train.py",                          # 19
-    "train/test_checkpoint_async.py",               # 19
-    "parallel/test_notebooks_module04.py",          # 17
+    "course/test_labs.py",                          # about 220 s
+    "course/test_labs_second_half.py",              # about 220
+    "train/test_faults.py",                         # 179
+    "sandbox/test_sandbox_training.py",             # 149
+    "train/test_notebooks_module08.py",             # 124
+    "jobs/test_notebooks_module07.py",              # 103
+    "course/test_browser.py",                       # 101
+    "serve/test_notebooks_module10.py",             # 113 with two server settings, one now
+    "parallel/test_notebooks_parallel.py",          # 94
+    "train/test_notebooks_module08_retries.py",     # 71
+    "jobs/test_jobs_notebooks.py",                  # 59
+    "hyperpod/test_notebooks_module11.py",          # 58
+    "train/test_gpu_step_benchmark.py",             # 52
+    "serve/test_server.py",                         # 52
+    "neuron/test_notebooks_module09.py",            # 51
+    "plan/test_memory.py",                          # 50
+    "sandbox/test_sandbox.py",                      # 49
+    "train/test_train.py",                          # 46
+    "plan/test_notebooks_module01.py",              # 42
+    "parallel/test_notebooks_module04.py",          # 39
+    "train/test_checkpoint_async.py",               # 38
+    "course/test_lab03.py",                         # 38
+    "parallel/test_parallel_4proc.py",              # 27
+    "train/test_loss.py",                           # 26
 )
 
 

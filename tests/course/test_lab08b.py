@@ -1,6 +1,6 @@
 """Lab 08b (the failure zoo) without a notebook: its data, its grading and its log reading (seconds: the refused
 request goes through the local SageMaker sandbox).
-The solved and unsolved notebooks run in tests/course/test_labs.py and test_labs_unsolved.py."""
+The solved and unsolved notebooks run in tests/course/test_labs.py."""
 
 import re
 

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.notebook
 
 
 def test_notebook_10_evaluates_exports_and_serves(run_notebook):
-    r = run_notebook("notebooks/10_evaluate_export_and_serve.ipynb")
+    # one server setting: the comparison with one request at a time is the notebook's figure, not a mechanism
+    r = run_notebook("notebooks/10_evaluate_export_and_serve.ipynb", compare_sequential=False)
     assert r.ok, r.error
     assert bare_figures(r.output) == []
     # the load test's sentence is rendered from what it measured (issue 40: "stays flat" over 466, 552, 327 tokens/s)

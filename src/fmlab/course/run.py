@@ -44,8 +44,10 @@ def course_notebooks(root: Path = ROOT, labs: bool = True) -> list[Path]:
     return found
 
 
-def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600) -> NotebookResult:
-    """Run one notebook with papermill in its own folder; never raises for a failing notebook."""
+def execute(notebook: Path, output: Path, parameters: dict | None = None, timeout: int = 600,
+            cwd: Path | None = None) -> NotebookResult:
+    """Run one notebook with papermill, in its own folder unless `cwd` names another; never raises for a failing
+    notebook."""
     import papermill as pm
 
     from fmlab.course.records import read_records
@@ -55,7 +57,7 @@ def execute(notebook: Path, output: Path, parameters: dict | None = None, timeou
     error = ""
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters or {}, kernel_name="python3",
-                            cwd=str(notebook.parent), progress_bar=False, execution_timeout=timeout)
+                            cwd=str(cwd or notebook.parent), progress_bar=False, execution_timeout=timeout)
     except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
     seconds = time.perf_counter() - start

@@ -43,12 +43,18 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     # that comparison): the asynchronous save returned to training before its files were committed.
     assert rec["nb08.stall"]["async_total_s"] > rec["nb08.stall"]["async_s"] > 0
 
+    # torchrun restarts the killed world and it resumes from the newest complete checkpoint, exactly (the steps
+    # after that checkpoint are logged twice, the second time with the same losses as the uninterrupted run)
     kill = rec["nb08.kill"]
     assert kill["max_loss_diff"] == 0.0 and kill["resumed_from"] == 6 and kill["steps_after"] == list(range(7, 13))
+    assert kill["steps_logged"] == [*range(1, 8), *range(7, 13)]
+    assert kill["fault_logged"] and kill["restart_logged"] and kill["newest"] == "step_00000012"
 
     in_save = rec["nb08.kill_in_save"]
     assert in_save["exit"] != 0 and in_save["picked"] == "step_00000003" and in_save["resumed_from"] == 3
     assert in_save["max_loss_diff"] == 0.0 and not in_save["incomplete_left"]  # the next save cleared it
+    assert in_save["fault_logged"] and in_save["incomplete_noted"]  # killed after its shards, before the commit
+    assert in_save["complete_after"][-3:] == [6, 9, 12]  # step 6 saved again, whole
     assert rec["nb08.damaged"] == {"resumed_from": 9, "set_aside": True}
 
     assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5

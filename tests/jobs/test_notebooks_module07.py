@@ -20,7 +20,7 @@ NOTEBOOK = "notebooks/07_gpt30b_sharded_training.ipynb"
 
 
 def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
-    r = run_notebook(NOTEBOOK)
+    r = run_notebook(NOTEBOOK, local_medium_steps=30)  # the ladder's mechanism: 30 steps beat the base rung's gate too
     assert r.ok, r.error
     rec = r.records
 

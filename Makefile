@@ -1,7 +1,7 @@
 # fmlab: one command runs the course, one passes the tests (see README.md).
 #   make course     set up .venv from the lock, execute every notebook and lab solution headless, print a table
 #   make test       set up .venv from the lock, lint, run the whole test suite
-#   make test-fast  lint and the tests that execute no notebook, run no browser and start no process group
+#   make test-fast  lint and the tests that execute no notebook, run no browser, start no process group, are not slow
 #   make lab        open JupyterLab on the course
 #   make slides     build the slide decks to reveal.js HTML under build/slides/
 #   make slurm      install (root with apt) and start a one-node Slurm for module 11; says why not where it cannot
@@ -52,9 +52,11 @@ TEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 test: $(STAMP) lint slurm
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest $(TEST_ARGS)
 
-# For a change to one module: everything but the notebook runs, the browser and the multi-process tests.
+# For a change to one module: everything but the notebook runs, the browser, the multi-process tests and the slow
+# ones (inductor compiles, model servers, training in a subprocess), on three workers as make test: under 2 minutes.
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -m "not notebook and not browser and not distributed"
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n 3 --dist loadfile --durations=8 \
+	  -m "not notebook and not browser and not distributed and not slow"
 
 # Registers this venv as the kernel "fmlab (Python 3.X)" for every Jupyter of this user (SageMaker Studio too),
 # builds the decks if it can, and opens the course index. More server options: make lab LAB_ARGS="--port 8899".

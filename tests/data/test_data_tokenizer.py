@@ -21,6 +21,7 @@ def corpus_tokenizer(tmp_path_factory):
     return train_tokenizer(corpus_slice(), 512, tmp_path_factory.mktemp("tok") / "course")
 
 
+@pytest.mark.slow
 def test_round_trip_on_the_whole_corpus(corpus_tokenizer):
     documents = [text for f in corpus_slice() for text in read_documents(f)]
     assert len(documents) == 121 and any(ord(c) > 127 for d in documents for c in d)  # non-ASCII is in there

@@ -11,6 +11,8 @@ from fmlab import jobs, storage
 from fmlab.jobs.ladder import Rung, check_gate, climb, gate_table
 from fmlab.jobs.sharded import ShardedRun
 
+pytestmark = pytest.mark.slow  # the module climbs a ladder of sandbox jobs
+
 
 @pytest.fixture(scope="module")
 def climbed(tmp_path_factory):

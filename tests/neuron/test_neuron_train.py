@@ -21,6 +21,9 @@ import torch
 
 from fmlab.neuron.train import main
 
+pytestmark = pytest.mark.slow  # the module trains the converted model in a subprocess
+
+
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "tests" / "neuron" / "standin"
 SEQ_LEN, BATCH, MICRO = 32, 4, 2

@@ -148,6 +148,7 @@ def _saved_bytes_per_token(layer, call, batch: int, seq: int) -> float:
     return total / (batch * seq)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["llama", "opt"])
 def test_a_compiled_layer_keeps_what_the_planner_books(family):
     """torch.compile (inductor) on this CPU, each layer as the engine compiles it: the bytes it saves per token are

@@ -11,6 +11,8 @@ import pytest
 
 from fmlab.serve import export, loadtest, server
 
+pytestmark = pytest.mark.slow  # each test starts `transformers serve`
+
 
 def gone(pid: int) -> bool:
     try:

@@ -43,6 +43,7 @@ def test_the_run_stops_30_minutes_and_a_save_before_the_end():
     assert reserve_seconds(step_seconds=400.0, save_seconds=300.0) == 1100.0
 
 
+@pytest.mark.slow
 def test_a_run_on_an_ending_plan_saves_stops_and_the_next_job_resumes(tmp_path, monkeypatch):
     # the plan starts ending instances in just under 10 minutes: too little for another step and a save
     monkeypatch.setenv(EXPIRATION_VARIABLE, str(time.time() + 30 * 60 + MIN_RESERVE_S - 5))

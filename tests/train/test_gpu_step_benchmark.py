@@ -38,6 +38,7 @@ def test_help_lists_the_flags():
         assert flag in out.stdout
 
 
+@pytest.mark.slow
 def test_a_tiny_run_writes_every_row(bench, tmp_path, capsys, monkeypatch):
     """Every contender's row, end to end. bare-compiled's torch.compile is recorded and left out here (inductor on a
     CPU costs 30 CPU s to compile this loop; tests/plan/test_memory.py and tests/train/test_loss.py compile for

@@ -16,7 +16,7 @@ SMALL = ModelPreset("loss-probe", "llama", hidden=64, layers=2, heads=4, vocab=5
                     kv_heads=2)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["eager", "compiled"])
 def test_linear_cross_entropy_in_chunks_equals_the_full_cross_entropy(compiled):
     torch.manual_seed(0)
     hidden = torch.randn(3, 20, 16, requires_grad=True)
@@ -76,6 +76,7 @@ def test_the_flags_are_checked():
         parse_config(["--compile", "yes"]).check()
 
 
+@pytest.mark.slow
 def test_fmlab_train_compiled_matches_eager_and_the_full_loss(tmp_path):
     """--compile true compiles each decoder layer (inductor on this CPU: ~25 s for the tiny model); the losses of
     4 steps equal eager's, and the chunked loss's equal the full loss's."""

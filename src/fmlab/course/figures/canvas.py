@@ -41,6 +41,18 @@ def new_figure(width: float, height: float, layout: str | None = "constrained"):
     return figure_class()(figsize=(width, height), layout=layout)
 
 
+def log_bars(ax, values: list[float], names: list[str], colour: str, label, ylabel: str, width: float = 0.6,
+             headroom: float = 6.0) -> None:
+    """Bars on a log scale, each labelled with `label(value)` above it; the axis leaves room for the labels."""
+    ax.bar(range(len(values)), values, width, color=colour)
+    ax.set_yscale("log")
+    ax.set_ylim(min(values) / 3, max(values) * headroom)
+    ax.set_xticks(range(len(values)), names, fontsize=8)
+    ax.set_ylabel(ylabel)
+    for i, v in enumerate(values):
+        ax.annotate(label(v), (i, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+
+
 def usd(x: float) -> str:
     if x >= 1e6:
         return f"${x / 1e6:.2g}M"

@@ -5,7 +5,7 @@ Registered in fmlab.course.figures.FIGURES; the package's docstring says how fig
 
 from __future__ import annotations
 
-from fmlab.course.figures.canvas import new_figure, si
+from fmlab.course.figures.canvas import log_bars, new_figure, si
 from fmlab.plan import catalog, compute
 
 # Module 2: models whose Chinchilla-optimal data the deck sizes
@@ -31,13 +31,7 @@ def data_volume():
     for ax, values, colour, text, ylabel in (
             (left, tokens, "#4c72b0", si, "training tokens (log scale)"),
             (right, shard_bytes, "#dd8452", lambda v: si(v, "B"), "bytes of packed token shards (log scale)")):
-        ax.bar(range(len(values)), values, 0.6, color=colour)
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) / 3, max(values) * 6)
-        ax.set_xticks(range(len(values)), names, fontsize=8)
-        ax.set_ylabel(ylabel)
-        for i, v in enumerate(values):
-            ax.annotate(text(v), (i, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+        log_bars(ax, values, names, colour, text, ylabel)
     left.set_title("Chinchilla-optimal tokens (20 per parameter)", fontsize=10)
     right.set_title(f"as token ids ({', '.join(sorted(set(dtypes)))})", fontsize=10)
     return fig

@@ -5,7 +5,7 @@ Registered in fmlab.course.figures.FIGURES; the package's docstring says how fig
 
 from __future__ import annotations
 
-from fmlab.course.figures.canvas import new_figure, usd
+from fmlab.course.figures.canvas import log_bars, new_figure, usd
 from fmlab.course.params import module7_plan
 from fmlab.plan import catalog, compute
 from fmlab.plan.layout import TrainingPlan, make_plan
@@ -123,13 +123,7 @@ def gpt30b_ladder():
     for ax, values, colour, text, ylabel in (
             (left, days, "#4c72b0", lambda v: f"{v:.2g} d" if v < 10 else f"{v:.0f} d", "time (days, log scale)"),
             (right, costs, "#c44e52", usd, "on-demand cost (USD, log scale)")):
-        ax.bar(range(len(phases)), values, 0.65, color=colour)
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) / 3, max(values) * 4)
-        ax.set_xticks(range(len(phases)), names, fontsize=8)
-        ax.set_ylabel(ylabel)
-        for i, v in enumerate(values):
-            ax.annotate(text(v), (i, v), ha="center", va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+        log_bars(ax, values, names, colour, text, ylabel, width=0.65, headroom=4.0)
     left.set_title("days per phase", fontsize=10)
     right.set_title("cost per phase", fontsize=10)
     fig.suptitle(f"{MODEL} phased plan: {TOKENS / 1e9:.0f}B tokens at MFU {mfu:.0%} (predicted), up to {INSTANCES} x {INSTANCE}",

@@ -43,7 +43,18 @@ def test_list_bucket_is_on_the_bucket_with_a_prefix_condition(policy):
 def test_nothing_beyond_the_prefixes(policy):
     assert not iam.allows(policy, "s3:GetObject", "arn:aws:s3:::my-bucket/private/keys.csv")
     assert not iam.allows(policy, "s3:PutObject", "arn:aws:s3:::my-bucket/fmlab/data/shard_0.bin")  # data is read-only
-    assert not iam.allows(policy, "s3:DeleteObject", CKPT)  # SageMaker's checkpoint sync never deletes
+    assert not iam.allows(policy, "s3:DeleteObject", "arn:aws:s3:::my-bucket/fmlab/data/shard_0.bin")
+    assert not iam.allows(policy, "s3:DeleteObject", "arn:aws:s3:::my-bucket/fmlab/output/job/output/model.tar.gz")
+
+
+def test_the_checkpoint_prefix_may_lose_what_the_folder_prunes(policy):
+    """SageMaker's upload mirrors a deletion in the container to S3 (iam.SOURCES["checkpoints"]): keep-last-N and
+    the rename of an `.incomplete-` save delete objects, so the role must allow it there, and needs() says so."""
+    assert iam.allows(policy, "s3:DeleteObject", CKPT)
+    without = {"Statement": [dict(s, Action=[a for a in s["Action"] if a != "s3:DeleteObject"])
+                             for s in policy["Statement"]]}
+    assert [m for m in iam.missing(without, iam.needs(BUCKET, images=[IMAGE])) if "DeleteObject" in m] == [
+        f"mirror a pruned checkpoint (keep-last-N): s3:DeleteObject on {CKPT}"]
 
 
 def test_the_old_table_could_save_checkpoints_but_never_resume():

@@ -14,7 +14,8 @@ What a training job's role needs, and why (SOURCES, read 2026-11-26):
 - the checkpoints: s3:PutObject to upload /opt/ml/checkpoints while the job runs, and s3:GetObject with
   s3:ListBucket on the checkpoint prefix, because at every start, and at a retry or a chained job's start,
   SageMaker copies the prefix back to each instance with this role. A role that can only write checkpoints saves
-  them and can never resume from them;
+  them and can never resume from them. And s3:DeleteObject there: the upload mirrors a deletion in the container
+  to S3, so keep-last-N pruning and an `.incomplete-step_N` renamed to `step_N` delete objects (module 8);
 - the image: ecr:GetAuthorizationToken (it names no repository, so its Resource is "*"), then
   ecr:BatchCheckLayerAvailability, ecr:GetDownloadUrlForLayer and ecr:BatchGetImage on the image's repository;
 - logs and metrics: logs:CreateLogStream, logs:PutLogEvents (and CreateLogGroup, DescribeLogStreams) on the
@@ -39,6 +40,10 @@ SOURCES = {
                      "https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints-resume.html",
                      "run a new job with the same checkpoint S3 URI: the checkpoints in that S3 location are restored "
                      "to checkpoint_local_path in each instance of the new training job", READ),
+    "checkpoints": Source("Use checkpoints in Amazon SageMaker AI (developer guide)",
+                          "https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html",
+                          "if a checkpoint is deleted in the SageMaker AI container, it will also be deleted in the "
+                          "S3 folder", READ),
     "listbucket": Source("Amazon S3 User Guide: identity-based policy examples; policy condition keys (s3:prefix)",
                          "https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html",
                          "s3:ListBucket is granted on the bucket ARN (arn:aws:s3:::bucket), and a StringLike "
@@ -86,7 +91,7 @@ def execution_role_policy(bucket: str, prefix: str = "fmlab", images: list[str] 
         {"Sid": "ReadData", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{obj}{p['data']}*"]},
         {"Sid": "WriteOutput", "Effect": "Allow", "Action": ["s3:PutObject"], "Resource": [f"{obj}{p['output']}*"]},
         # Uploaded while the job runs, and copied back to every instance at each (re)start: read and write.
-        {"Sid": "SyncCheckpoints", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+        {"Sid": "SyncCheckpoints", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
          "Resource": [f"{obj}{p['checkpoints']}*"]},
         # ListBucket acts on the bucket, so the prefixes are a condition, not a resource.
         {"Sid": "ListDataAndCheckpoints", "Effect": "Allow", "Action": ["s3:ListBucket"],
@@ -113,6 +118,8 @@ def needs(bucket: str, prefix: str = "fmlab", images: list[str] | tuple[str, ...
            ("upload a checkpoint", "s3:PutObject", f"{obj}{p['checkpoints']}step_100/model.pt", None),
            ("list the checkpoints at (re)start", "s3:ListBucket", f"arn:aws:s3:::{bucket}", p["checkpoints"]),
            ("download a checkpoint at (re)start", "s3:GetObject", f"{obj}{p['checkpoints']}step_100/model.pt", None),
+           ("mirror a pruned checkpoint (keep-last-N)", "s3:DeleteObject",
+            f"{obj}{p['checkpoints']}step_100/model.pt", None),
            ("get an ECR token", "ecr:GetAuthorizationToken", "*", None)]
     for image in images:
         out += [(f"pull {image.split('/')[-1]}", action, repository_arn(image), None) for action in ECR_PULL]

@@ -166,3 +166,5 @@ def test_deck_11_sizes_the_plan_from_the_job():
     run = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"))
     held = capacity.reservation(run.days)
     assert f"The 30B run of {run.days:.1f} days needs a {held.days}-day plan" in " ".join(deck.split())
+    # the request on the next slide searches for that plan, not for the run's own days
+    assert f'"DurationHours": {held.days} * 24' in deck and deck.count('"DurationHours"') == 1

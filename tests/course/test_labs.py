@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fmlab.course.records import MIME
+from fmlab.course.records import records_in
 from fmlab.course.run import execute
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,14 +58,6 @@ def unsolved_then_solved(lab: str) -> tuple[dict, int]:
     return unsolved, len(unsolved["cells"]) - len(rest)
 
 
-def records_of(cells: list[dict]) -> dict:
-    found: dict = {}
-    for cell in cells:
-        for out in cell.get("outputs", []):
-            found.update(out.get("data", {}).get(MIME, {}))
-    return found
-
-
 def check_unsolved_then_solved(lab: str, tmp_path: Path) -> None:
     notebook, first_solved = unsolved_then_solved(lab)
     source = tmp_path / f"{lab}.unsolved-then-solved.ipynb"
@@ -74,7 +66,7 @@ def check_unsolved_then_solved(lab: str, tmp_path: Path) -> None:
     assert r.ok, r.error
     executed = json.loads(r.output.read_text())["cells"]
     first_solved += sum(1 for c in executed if "injected-parameters" in c.get("metadata", {}).get("tags", []))
-    unsolved, solved = records_of(executed[:first_solved]), records_of(executed[first_solved:])
+    unsolved, solved = records_in(executed[:first_solved]), records_in(executed[first_solved:])
     names = exercises(lab)
     assert "still to solve" in unsolved["unsolved.incomplete"], unsolved.get("unsolved.incomplete")
     assert [unsolved[f"lab.{e}"] for e in names] == [False] * len(names), "an unsolved check passed"

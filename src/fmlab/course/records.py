@@ -44,9 +44,13 @@ def record(name: str, value: Any, show: bool = False) -> Any:
 
 def read_records(notebook: str | Path) -> dict[str, Any]:
     """Every value recorded by an executed notebook, later records of a name winning."""
-    nb = json.loads(Path(notebook).read_text())
+    return records_in(json.loads(Path(notebook).read_text()).get("cells", []))
+
+
+def records_in(cells: list[dict]) -> dict[str, Any]:
+    """Every value recorded in these cells of an executed notebook (its JSON), later records of a name winning."""
     found: dict[str, Any] = {}
-    for cell in nb.get("cells", []):
+    for cell in cells:
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             if MIME in data:

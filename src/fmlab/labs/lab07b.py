@@ -10,11 +10,11 @@ NCCL's latency) on SCENARIOS: layers of module 7's 30B GPT gathered over groups 
 16 H100s on p5, and two GPUs in a node. ex2 runs a real prefetching forward pass on 2 gloo processes: each
 "layer" starts the next layer's all-gather, then computes (a sleep of known length, so that the compute takes the
 time the check says while the gather runs on gloo's own thread), then waits for it. One gather's time is measured
-the way the forward issues them (a forward with no compute, over its layers), right before each case; the time beyond the compute, less
-what the same loop costs with nothing to gather, is held against the learner's prediction from it, in a
-gather-bound and a compute-bound case (within BAND, measured again before failing; about 10 s on 2 busy
-cores); then the function is compared with the reference on formula cases, which
-catch what a noisy measurement could let through.
+the way the forward issues them (a forward with no compute, over its layers), right before each case. The time
+beyond the compute, less what the same loop costs with nothing to gather, is held against the learner's prediction
+from it, in a gather-bound and a compute-bound case (within BAND, measured again before failing; about 10 s on 2
+busy cores). Then the function is compared with the reference on formula cases, which catch what a noisy
+measurement could let through.
 """
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ def unknown_flags_message(unknown: list[str]) -> str:
         near = difflib.get_close_matches(flag.replace("_", "-"), known, n=1, cutoff=0.75)
         parts.append(f"{flag} (did you mean {near[0]}?)" if near else flag)
     named = ", ".join(parts) or " ".join(unknown)
-    return (f"unknown argument{'s' if len(unknown) > 1 else ''} {named}: fmlab.train has no such flag "
+    return (f"unknown argument{'s' if len(parts) > 1 else ''} {named}: fmlab.train has no such flag "
             "(`fmlab train --help` lists them; inside a SageMaker job, where SM_TRAINING_ENV is set, unknown "
             "hyperparameters are ignored with a note instead)")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 
 
-def _notebook_figure_class():
+@functools.cache
+def figure_class():
     """A matplotlib Figure that a notebook draws by itself: IPython shows a bare Figure only as the text
     `<Figure size ...>` unless pyplot was imported (its inline backend registers the image formatter); this one
     carries its own `_repr_png_`, so `display(fig)` or a cell's last line draws it either way. No pyplot."""
@@ -24,11 +25,6 @@ def _notebook_figure_class():
             return buffer.getvalue()
 
     return NotebookFigure
-
-
-@functools.cache
-def figure_class():
-    return _notebook_figure_class()
 
 
 def drawable(fig):

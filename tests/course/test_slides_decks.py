@@ -15,7 +15,7 @@ import pytest
 from fmlab.course import figures
 from fmlab.course.slides import read_deck
 from fmlab.plan import catalog, compute, traffic
-from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan.layout import checkpoint_gb, make_plan, planned
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
 
@@ -163,8 +163,8 @@ def test_deck_11_sizes_the_plan_from_the_job():
     from fmlab.plan import capacity
 
     deck = (ROOT / "slides" / "11_pretraining_on_aws_in_2026.md").read_text()
-    run = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"))
+    run = planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 7's layout on 16 p5, as notebook 11
     held = capacity.reservation(run.days)
-    assert f"The 30B run of {run.days:.1f} days needs a {held.days}-day plan" in " ".join(deck.split())
+    assert f"The 30B run of {run.days:.1f} days needs a plan of {held.days} days" in " ".join(deck.split())
     # the request on the next slide searches for that plan, not for the run's own days
     assert f'"DurationHours": {held.days} * 24' in deck and deck.count('"DurationHours"') == 1

@@ -9,9 +9,7 @@ import pytest
 
 from fmlab.course.run import bare_figures
 from fmlab.hyperpod import slurm
-from fmlab.plan import capacity
-from fmlab.plan.layout import make_plan
-from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan import capacity, layout
 
 pytestmark = pytest.mark.notebook
 
@@ -23,9 +21,9 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
     rec = r.records
     choice = rec["nb11.capacity_choice"]
     assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"
-    # the predicted 13.3 days (full sharding on 16 x p5, fmlab.plan.speed) x 1.2, + 1.5 h, in whole days
-    run = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=ParallelConfig(sharding="full"), suggest=False)
-    assert choice["reserved_days"] == capacity.reservation(run.days).days == 17
+    # module 7's predicted 9.0 days (the planner's layout on 16 x p5) x 1.2, + 1.5 h, in whole days
+    run = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    assert choice["reserved_days"] == capacity.reservation(run.days, kind="capacity block").days == 11
     assert rec["nb11.plan_request_problems"] == 0
     assert rec["nb11.plan_vs_on_demand_usd"]["reserved"] < rec["nb11.plan_vs_on_demand_usd"]["on_demand"]
     assert rec["nb11.plan_job_preflight_ok"] is True

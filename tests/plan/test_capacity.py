@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fmlab.plan import capacity
+from fmlab.plan import capacity, layout
 from fmlab.plan.compute import PlanError
 
 P5 = ("us-east-1", "ml.p5.48xlarge")
@@ -53,10 +53,13 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     best = capacity.choose(rows)
     assert (best.region, best.instance) == P5  # reserved p5 is cheaper than 8 p5en on demand
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
-    # the rate x plan count x the days that hold the job: the predicted 13.3 days (full sharding, fmlab.plan.speed)
-    # x 1.2 + start-up + the last 30 minutes -> 17
-    assert p5.reserved_days == capacity.reservation(p5.days).days == 17
-    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 17)
+    # the rate x plan count x the days that hold the job: module 7's predicted 9.0 days (the planner's layout for
+    # 16 p5, fmlab.plan.layout.planned) x 1.2 + start-up + the last 30 minutes -> 11 whole days of Capacity Blocks
+    assert p5.days == pytest.approx(layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16).days)
+    assert p5.reserved_days == capacity.reservation(p5.days, kind="capacity block").days == 11
+    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 11)
+    p4d = next(r for r in rows if r.instance == "ml.p4d.24xlarge")  # 34.5 days: Capacity Blocks sell weeks past 14
+    assert p4d.reserved_days == 42 and "34.5 days > deadline 30" in p4d.why_not
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
     best = capacity.choose(rows)
     assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.reserved_usd)  # 8 < 16: on demand
@@ -77,7 +80,7 @@ def test_prices_are_compared_on_one_basis():
     assert p5.on_demand_usd == pytest.approx(55.04 * 16 * 24 * p5.days)  # EC2's on-demand price, the run's hours
     reserved = capacity.Cost(p5.reserved_usd, "EC2 Capacity Blocks")
     assert capacity.saving(reserved, capacity.Cost(p5.on_demand_usd, "EC2 on-demand")) == pytest.approx(
-        p5.on_demand_usd - p5.reserved_usd)  # the 30B run: 17 reserved days against 13.3 on demand
+        p5.on_demand_usd - p5.reserved_usd)  # the 30B run: 11 reserved days against 9.0 on demand
     with pytest.raises(PlanError, match="not of one kind"):
         capacity.saving(reserved, capacity.Cost(560_366.0, "SageMaker training on-demand"))
     assert all(r.basis == capacity.PRICE_BASIS for r in rows)

@@ -60,10 +60,10 @@ def reservations() -> list[tuple[str, dict]]:
     run = run_days_30b_p5()
     return [
         (f"the 30B run on 16 p5 ({run:.2f} days), a training plan", dict(run_days=run, kind=TRAINING_PLAN, margin=1.2)),
-        ("the same run as EC2 Capacity Blocks (weeks after 14 days)", dict(run_days=run, kind=CAPACITY_BLOCK,
+        ("the same run as EC2 Capacity Blocks (whole days up to 14)", dict(run_days=run, kind=CAPACITY_BLOCK,
                                                                            margin=1.2)),
         ("the same run without a margin", dict(run_days=run, kind=TRAINING_PLAN, margin=1.0)),
-        ("10 days as Capacity Blocks (whole days up to 14)", dict(run_days=10.0, kind=CAPACITY_BLOCK, margin=1.2)),
+        ("13 days as Capacity Blocks (weeks after 14 days)", dict(run_days=13.0, kind=CAPACITY_BLOCK, margin=1.2)),
         ("a 3-hour rehearsal (at least one day)", dict(run_days=0.125, kind=TRAINING_PLAN, margin=1.2)),
         ("a long start-up: 12 hours", dict(run_days=11.5, kind=TRAINING_PLAN, margin=1.2, start_up_hours=12.0)),
         ("a job whose start-up and run end 15 minutes before its 10th day does (the last half hour decides)",

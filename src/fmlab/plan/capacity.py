@@ -3,7 +3,7 @@
     from fmlab.plan import capacity
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-1", "ml.p5.48xlarge"): 16})
     best = capacity.choose(rows)      # feasible (quota, memory, deadline, reservable), then cheapest
-    capacity.reservation(13.3).days   # 17: the days to buy so that the reservation holds the job of a 13.3-day run
+    capacity.reservation(9.0).days    # 11: the days to buy so that the reservation holds the job of a 9.0-day run
 
 For 16 and more GPU nodes, on-demand capacity is rarely there when you want it; AWS sells reserved capacity
 for a fixed window: SageMaker training plans (for training jobs or HyperPod clusters) and EC2 Capacity Blocks
@@ -158,12 +158,12 @@ class CapacityOption:
     instance: str
     region: str
     instances: int
-    days: float  # the run's days at the planner's MFU
-    fits: bool  # the model fits in device memory with full sharding
+    days: float  # the run's days: the planner's layout for this cluster (layout.planned) at its predicted step
+    fits: bool  # some layout fits in device memory with the planner's headroom
     quota: int  # instances the account may run there (0: none, ask for an increase)
     on_demand_usd: float  # EC2 on-demand for the run's hours (PRICE_BASIS); NaN where no price was read
     reserved_usd: float  # EC2 Capacity Blocks for the days that hold the job; NaN where no rate is published
-    reserved_days: int
+    reserved_days: int  # Capacity Blocks' days that hold the job (whole days up to 14, then weeks)
     why_not: str  # "" when feasible
     basis: str = PRICE_BASIS  # both prices are of this one kind
 
@@ -181,19 +181,19 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
     step (fmlab.plan.speed); a number, a "what if". `reserve_from_instances`:
     from this many instances on, the run needs reserved capacity (the course's rule of thumb, not an AWS
     figure); below it, on-demand is taken to be available."""
-    from fmlab.plan.layout import make_plan  # a sibling module; imported here so this one loads alone
-    from fmlab.plan.parallelism import ParallelConfig
+    from fmlab.plan.layout import planned  # a sibling module; imported here so this one loads alone
 
     check_positive("deadline_days", deadline_days)
     chosen = instances_by_type or {"ml.p4d.24xlarge": 16, "ml.p5.48xlarge": 16, "ml.p5en.48xlarge": 8}
     rows = []
     for name, count in chosen.items():
         inst = catalog.instance(name)
-        plan = make_plan(model, tokens, inst, count, parallel=ParallelConfig(sharding="full"), mfu=mfu, suggest=False)
+        plan = planned(model, tokens, inst, count, mfu=mfu)  # module 7's layout and micro-batch for this cluster
         regions = RESERVABLE_REGIONS.get(name, ())
         for region in regions:
             quota = int(quotas.get((region, name), 0))
-            days = reservation(plan.days).days if plan.days * JOB_MARGIN < PLAN_DAYS[1] else PLAN_DAYS[1]
+            fits_one = plan.days * JOB_MARGIN < PLAN_DAYS[1]
+            days = reservation(plan.days, kind="capacity block").days if fits_one else PLAN_DAYS[1]
             rate = RESERVED_RATE.get((name, region), math.nan)
             reserved = rate * plan_count(count) * 24 * days
             on_demand = EC2_ON_DEMAND.get(name, math.nan) * count * 24 * plan.days

@@ -14,7 +14,7 @@ import pytest
 
 from fmlab.course import figures
 from fmlab.course.slides import read_deck
-from fmlab.plan import catalog, compute, traffic
+from fmlab.plan import catalog, compute, scenario, traffic
 from fmlab.plan.layout import checkpoint_gb, make_plan, planned
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
@@ -153,7 +153,8 @@ def test_the_recovery_figure_draws_the_planners_goodput():
     fig = figures.recovery_goodput()
     lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
     state_gb = checkpoint_gb(compute.param_count(catalog.model("gpt-30b")))["training"]
-    sweep = recovery.sweep(state_gb, list(figures.RECOVERY_NODES), 10.0)
+    step = scenario.step_seconds(planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16))  # the figure's default step
+    sweep = recovery.sweep(state_gb, list(figures.RECOVERY_NODES), step)
     for i, name in enumerate(["checkpoint to S3", "tiered: memory, then S3", "checkpointless"]):
         assert lines[name] == pytest.approx([100 * sweep[n][i].goodput for n in figures.RECOVERY_NODES])
 

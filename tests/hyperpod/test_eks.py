@@ -17,7 +17,8 @@ P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 
 @pytest.fixture
 def job():
     return eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *P5_LAYOUT.flags(),
-                        "--checkpoint-dir", "/fsx/checkpoints/gpt30b", "--micro-batch", "1", "--global-batch", "128"],
+                        "--checkpoint-dir", "/fsx/checkpoints/gpt30b", "--checkpoint-every", "586",
+                        "--async-checkpoint", "true", "--micro-batch", "1", "--global-batch", "128"],
                         elastic=(8, 16),
                         service_account="fmlab")
 
@@ -96,6 +97,40 @@ def test_an_elastic_job_keeps_its_global_batch(job):
     assert any("without --global-batch changes its batch" in p for p in eks.layout_problems(bad))
     command += ["--global-batch", "96"]  # 96 sequences do not split over 128 replicas at 16 nodes
     assert any("on 16 nodes: --global-batch 96 does not split" in p for p in eks.layout_problems(bad))
+
+
+def test_restarts_need_a_checkpoint_to_resume_from(job):
+    """The operator's restarts and elastic rescaling resume from the newest checkpoint: a script that saves none, or
+    only at the end (--checkpoint-every 0, the course's default), is refused; a job with neither saves freely."""
+    bad = copy.deepcopy(job)
+    command = bad["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
+    at = command.index("--checkpoint-every")
+    del command[at:at + 2]
+    found = eks.checkpoint_problems(bad)
+    assert len(found) == 1 and "--checkpoint-every is 0" in found[0] and "checkpoint_every_steps" in found[0]
+    assert "runPolicy.jobMaxRetryCount and runPolicy.restartPolicy and elasticPolicy" in found[0]
+    assert found[0] in eks.problems(bad)
+    at = command.index("--checkpoint-dir")
+    del command[at:at + 2]
+    assert "saves none: set --checkpoint-dir" in eks.checkpoint_problems(bad)[0]
+    bad["spec"].pop("elasticPolicy")
+    bad["spec"]["runPolicy"].pop("restartPolicy")
+    bad["spec"]["runPolicy"]["jobMaxRetryCount"] = 0
+    assert eks.checkpoint_problems(bad) == []  # nothing restarts it: nothing to resume from
+
+
+def test_the_interval_in_steps_is_dalys_at_the_predicted_step():
+    """Module 8's Daly interval for the planned 30B run on 16 p5 (0.89 h with asynchronous saves, 1.99 h
+    synchronous), divided by the planner's predicted step of 5.46 s."""
+    from fmlab.plan import layout, scenario
+
+    plan = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    assert scenario.step_seconds(plan) == pytest.approx(plan.step["step_s"])
+    for async_save, hours in ((True, 0.89), (False, 1.99)):
+        assert scenario.daly_interval_hours(plan, async_save=async_save) == pytest.approx(hours, abs=0.01)
+        steps = scenario.checkpoint_every_steps(plan, async_save=async_save)
+        assert steps == round(scenario.daly_interval_hours(plan, async_save=async_save) * 3600 / plan.step["step_s"])
+    assert scenario.checkpoint_every_steps(plan) == 586
 
 
 def test_the_sagemaker_flavour_is_refused_on_eks(job):

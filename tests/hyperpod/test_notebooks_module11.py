@@ -9,7 +9,7 @@ import pytest
 
 from fmlab.course.run import bare_figures
 from fmlab.hyperpod import slurm
-from fmlab.plan import capacity, layout
+from fmlab.plan import capacity, layout, scenario
 
 pytestmark = pytest.mark.notebook
 
@@ -22,11 +22,12 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
     choice = rec["nb11.capacity_choice"]
     assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"
     # module 7's predicted 9.0 days (the planner's layout on 16 x p5) x 1.2, + 1.5 h, in whole days
-    run = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
-    assert choice["reserved_days"] == capacity.reservation(run.days, kind="capacity block").days == 11
+    planned = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    assert choice["reserved_days"] == capacity.reservation(planned.days, kind="capacity block").days == 11
     assert rec["nb11.plan_request_problems"] == 0
     assert rec["nb11.plan_vs_on_demand_usd"]["reserved"] < rec["nb11.plan_vs_on_demand_usd"]["on_demand"]
     assert rec["nb11.plan_job_preflight_ok"] is True
+    assert rec["nb11.plan_job_max_pending_s"] == 2 * 86400  # StoppingCondition carries the job's own bound
     p4d, p5 = rec["nb11.stack_table"][:2]
     assert p5["days"] < p4d["days"] / 3  # H100 989 against A100 312 TFLOP/s, the same 16 nodes
     assert p5["GB per GPU"] > p4d["GB per GPU"]  # smaller shard group: fewer, larger shards
@@ -47,4 +48,10 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
         assert rec["nb11.static_rendezvous"] == "FAILED"  # torchrun's default rendezvous fails on two nodes
     else:
         assert rec["nb11.slurm_available"] is False and "nb11.slurm_run" not in rec
-    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2, "borrowed_layout": 1}
+    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2, "borrowed_layout": 1, "no_interval": 1}
+    # the cluster's script and the manifest checkpoint at module 8's Daly interval, in steps of the predicted step
+    # (asynchronous saves, so --async-checkpoint): not the 250 steps (4 minutes) it had
+    cluster = rec["nb11.cluster_checkpoint"]
+    assert cluster == {"every": scenario.checkpoint_every_steps(planned), "async": True,
+                       "step_seconds": round(scenario.step_seconds(planned), 3)}
+    assert cluster["every"] * cluster["step_seconds"] / 3600 == pytest.approx(0.89, abs=0.01)

@@ -151,6 +151,9 @@ def test_jobspec_problems_name_their_field(tmp_path):
     assert [p.field for p in JobSpec("x", distribution="smp", smp={"pipeline": 2}).problems()] == ["smp"]
     spot = JobSpec("spot", spot=True)
     assert {p.field for p in spot.problems()} == {"max_wait_seconds", "checkpoint_s3_uri"}
+    for seconds, valid in ((1_799, False), (1_800, True), (28 * 86400, True), (28 * 86400 + 1, False), (3600.5, False)):
+        found = JobSpec("wait", max_pending_seconds=seconds).problems()
+        assert (found == []) is valid and all(p.field == "max_pending_seconds" for p in found), (seconds, found)
     assert [p.field for p in JobSpec("x", entry_point=str(tmp_path / "nope.py")).problems()] == ["entry_point"]
     with pytest.raises(JobSpecInvalid, match="role"):
         capture_request(JobSpec("demo"), backend="sagemaker")

@@ -276,11 +276,42 @@ def _batch_problems(replica: dict, config, elastic: dict, gpus: int) -> list[str
     return out
 
 
+def checkpoint_problems(job: dict) -> list[str]:
+    """A job the operator restarts (runPolicy's retries and restart policy) or rescales (elasticPolicy) comes back
+    from the newest checkpoint: the script must save one into a folder the pods share, every so many steps. The
+    course's --checkpoint-every 0 saves only at the end, so every restart would start from step 0."""
+    spec = job.get("spec") or {}
+    run_policy = spec.get("runPolicy") or {}
+    resumes = [name for name, on in (("runPolicy.jobMaxRetryCount", (run_policy.get("jobMaxRetryCount") or 0) > 0),
+                                     ("runPolicy.restartPolicy", bool(run_policy.get("restartPolicy"))),
+                                     ("elasticPolicy", bool(spec.get("elasticPolicy")))) if on]
+    if not resumes:
+        return []
+    out = []
+    for replica, _pod, container in _containers(job):
+        args = _script_args(container.get("command") or [])
+        if args is None:
+            continue
+        try:
+            config = parse_config(args, env={})
+        except TrainConfigError:
+            continue  # layout_problems reports flags that do not parse
+        why = f"{' and '.join(resumes)} resume from the newest checkpoint"
+        if not config.checkpoint_dir:
+            out.append(f"replica {replica.get('name')!r}: {why}, and the script saves none: set --checkpoint-dir to "
+                       f"a folder on the FSx claim")
+        elif config.checkpoint_every <= 0:
+            out.append(f"replica {replica.get('name')!r}: {why}, but --checkpoint-every is 0 (a save only at the "
+                       f"end): every restart would begin at step 0. Set it to Daly's interval in steps "
+                       f"(fmlab.plan.scenario.checkpoint_every_steps) and pass --async-checkpoint true")
+    return out
+
+
 def problems(job: dict) -> list[str]:
     """Every problem of the manifest: the operator's schema, the course's rules, its image, the volumes its paths
-    need, and its layout re-planned for its own instance type."""
+    need, the checkpoints its restarts resume from, and its layout re-planned for its own instance type."""
     return (schema_problems(job) + rule_problems(job) + image_problems(job) + volume_problems(job)
-            + layout_problems(job))
+            + checkpoint_problems(job) + layout_problems(job))
 
 
 def to_yaml(job: dict) -> str:

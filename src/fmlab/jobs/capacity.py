@@ -94,10 +94,13 @@ def current_stack_run(instance_type: str = "ml.p5.48xlarge", instances: int = 16
 
 def current_stack_spec(plan_arn: str | None, data_uri: str, checkpoint_uri: str, instance_type: str = "ml.p5.48xlarge",
                        instances: int = 16, parallel: ParallelConfig | None = None, run_days: float = 5.0,
-                       role: str | None = None, region: str | None = None) -> JobSpec:
+                       role: str | None = None, region: str | None = None,
+                       max_pending_seconds: int | None = None) -> JobSpec:
     """The JobSpec of `current_stack_run(...)`: the same script, data, checkpoints and EFA environment as module 7,
     launched with torchrun (no SMP) in the current PyTorch DLC on p5/p5en, and on a training plan's capacity when
-    `plan_arn` is given."""
+    `plan_arn` is given. `max_pending_seconds`: how long the job may wait for capacity (on a plan, only while the plan
+    is Active; queued before its start, the wait is free)."""
     run = current_stack_run(instance_type, instances, parallel, run_days)
-    return run.job_spec(data_uri, checkpoint_uri, role=role, region=region, distribution="torchrun", smp={},
+    spec = run.job_spec(data_uri, checkpoint_uri, role=role, region=region, distribution="torchrun", smp={},
                         image="pytorch", training_plan_arn=plan_arn)
+    return dataclasses.replace(spec, max_pending_seconds=max_pending_seconds)

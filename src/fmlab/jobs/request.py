@@ -104,7 +104,8 @@ def build_trainer(spec: JobSpec, session, source_dir: str | Path, bucket: str, r
                       volume_size_in_gb=spec.volume_gb, keep_alive_period_in_seconds=spec.keep_alive_seconds or None,
                       enable_managed_spot_training=spec.spot or None, training_plan_arn=spec.training_plan_arn)
     stopping = StoppingCondition(max_runtime_in_seconds=spec.max_run_seconds,
-                                 max_wait_time_in_seconds=spec.max_wait_seconds if spec.spot else None)
+                                 max_wait_time_in_seconds=spec.max_wait_seconds if spec.spot else None,
+                                 max_pending_time_in_seconds=spec.max_pending_seconds)
     output = spec.output_path or f"s3://{bucket}/fmlab/output"
     trainer = ModelTrainer(
         sagemaker_session=session,

@@ -22,6 +22,7 @@ from pathlib import Path
 from fmlab.environment import ROOT
 from fmlab.plan import catalog
 from fmlab.service.api_model import Problem, RequestInvalid
+from fmlab.service.rules import MAX_PENDING_SECONDS
 
 NAME_PREFIX = "fmlab-"  # every course job starts with this, so `fmlab job cleanup` finds exactly the course's jobs
 TIMESTAMP_SUFFIX = len("-20240101120000")  # the SDK appends "-%Y%m%d%H%M%S" to the base job name
@@ -86,6 +87,9 @@ class JobSpec:
     spot: bool = False
     training_plan_arn: str | None = None  # run on a SageMaker training plan's reserved capacity (module 11)
     max_wait_seconds: int | None = None  # spot only: run time plus time waiting for capacity
+    # StoppingCondition.MaxPendingTimeInSeconds (1,800 s to 28 days): how long the job may wait for capacity; on a
+    # training plan only time waiting in an Active plan counts (not while the plan is Scheduled). None: left out
+    max_pending_seconds: int | None = None
     role: str | None = None  # execution role ARN; required for SageMaker
     region: str | None = None  # None: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1
     image: str = ""  # "" picks from distribution, backend and instance; or "pytorch" | "smddp" | "smp" | "neuron" | a URI
@@ -180,6 +184,11 @@ class JobSpec:
         if self.spot and not self.checkpoint_s3_uri:
             out.append(Problem("checkpoint_s3_uri", "spot jobs can be interrupted: give a checkpoint URI so a "
                                "restarted job resumes instead of starting over"))
+        low, high = MAX_PENDING_SECONDS
+        if self.max_pending_seconds is not None and not (isinstance(self.max_pending_seconds, int)
+                                                         and low <= self.max_pending_seconds <= high):
+            out.append(Problem("max_pending_seconds", f"{self.max_pending_seconds!r} must be whole seconds from {low:,} "
+                               f"to {high:,} (28 days): StoppingCondition.MaxPendingTimeInSeconds' limits"))
         if not isinstance(self.max_retry_attempts, int) or not 0 <= self.max_retry_attempts <= 30:
             out.append(Problem("max_retry_attempts", f"{self.max_retry_attempts!r} must be a whole number from 0 to "
                                "30 (CreateTrainingJob's RetryStrategy.MaximumRetryAttempts is 1-30; 0 leaves it out)"))

@@ -11,15 +11,16 @@ Three ways back from a failure (each an `Option`):
 - managed tiered checkpointing (HyperPod): the save goes to CPU memory of the cluster first (a memcpy-fast
   write), S3 later in the background; after a failure the state comes back from memory (a peer's copy).
   A cheap save moves Young/Daly's optimum interval, sqrt(2 delta M), down with sqrt(delta).
-- checkpointless (HyperPod EKS): each node's state is replicated in a peer's host memory, and healthy replicas hand
-  it to the recovering one without a job restart: a failure it absorbs costs half a step plus its recovery, which
+- checkpointless (HyperPod EKS): the model and optimizer state is replicated across groups of nodes and kept in
+  GPU memory (a second copy of each shard, updated with every step), and healthy replicas hand it to the recovering
+  one without a job restart (CHECKPOINTLESS_GPU_MEMORY_SOURCE): a failure it absorbs costs half a step plus its recovery, which
   AWS measured at under 2 minutes where a checkpoint restart took 15-30 minutes or more (CHECKPOINTLESS_SOURCE).
   The failures it cannot absorb (a whole replica group lost: `Assumptions.unrecoverable_share`, not published)
   restart from the durable checkpoints the run still writes to S3, at their own Daly interval, far longer than the
   S3 option's because those failures are rarer.
 The S3 and tiered options pay a node replacement and a process restart (`Assumptions`); so do checkpointless's
-unabsorbed failures. The tiered and checkpointless options hold the node's share of the state again in host memory
-(`memory_gb_per_node`). Figures no AWS page publishes (write rates, replacement minutes, the unabsorbed share) are
+unabsorbed failures. The tiered option holds the node's share of the state again in host (CPU) memory, checkpointless
+in GPU memory, beside the training state (`memory_gb_per_node`, `memory_where`): memory the layout must leave free. Figures no AWS page publishes (write rates, replacement minutes, the unabsorbed share) are
 assumptions, named as such, for the learner to change.
 
 Goodput = 1 - wasted_fraction, the share of wall-clock time spent on new training (reliability.py's
@@ -55,6 +56,12 @@ CHECKPOINTLESS_SOURCE = ("AWS Machine Learning Blog, 'Checkpointless training on
                          "(from 15-30 minutes or more to under 2 minutes)', 'up to 95% training goodput on cluster sizes "
                          "with thousands of AI accelerators' (read 2026-11-26 in a syndicated copy)")
 
+CHECKPOINTLESS_GPU_MEMORY_SOURCE = (
+    "SageMaker developer guide, 'In-process recovery and checkpointless training' (docs.aws.amazon.com/sagemaker/"
+    "latest/dg/sagemaker-eks-checkpointless-in-process-recovery.html): 'model and optimizer states are fully "
+    "replicated across multiple node groups', processes keep 'all model and optimizer states in GPU memory'; built "
+    "on the NeMo framework (its recipes, not an FSDP2 script); read 2026-11-28")
+
 
 @dataclass(frozen=True)
 class Option:
@@ -63,7 +70,8 @@ class Option:
     restart_hours: float  # from the failure to training again
     loses: str  # "interval": half a checkpoint interval is redone; "step": half a step
     step_seconds: float = 0.0
-    memory_gb_per_node: float = 0.0  # host memory each node gives to copies of the state (a tier, a peer's replica)
+    memory_gb_per_node: float = 0.0  # memory each node gives to a copy of the state (a tier, a replica)
+    memory_where: str = ""  # "host" (tiered: CPU memory) or "GPU" (checkpointless: the replica stays on the GPUs)
     unrecoverable_share: float = 0.0  # "step" only: failures it cannot absorb, restarted from the durable save
     durable_restart_hours: float = 0.0  # "step" only: the restart of those failures (replace, restart, read S3)
 
@@ -77,6 +85,7 @@ class Result:
     wasted: float
     goodput: float
     memory_gb_per_node: float = 0.0
+    memory_where: str = ""
 
 
 def options(state_gb: float, nodes: int, step_seconds: float, a: Assumptions = Assumptions()) -> list[Option]:
@@ -95,9 +104,10 @@ def options(state_gb: float, nodes: int, step_seconds: float, a: Assumptions = A
         raise PlanError(f"unrecoverable_share must be a fraction in (0, 1], not {a.unrecoverable_share!r}")
     return [
         Option("checkpoint to S3", s3_save, base + s3_load, "interval"),
-        Option("tiered: memory, then S3", memory_save, base + from_peer, "interval", memory_gb_per_node=per_node),
+        Option("tiered: memory, then S3", memory_save, base + from_peer, "interval", memory_gb_per_node=per_node,
+               memory_where="host"),
         Option("checkpointless", s3_save, CHECKPOINTLESS_RECOVERY_MINUTES / 60, "step", step_seconds,
-               memory_gb_per_node=per_node, unrecoverable_share=a.unrecoverable_share,
+               memory_gb_per_node=per_node, memory_where="GPU", unrecoverable_share=a.unrecoverable_share,
                durable_restart_hours=base + s3_load),
     ]
 
@@ -118,7 +128,7 @@ def evaluate(option: Option, mtbf_hours: float) -> Result:
     else:
         raise PlanError(f"Option.loses must be 'interval' or 'step', not {option.loses!r}")
     return Result(option.name, option.save_seconds, interval, 60 * option.restart_hours, wasted, 1 - wasted,
-                  option.memory_gb_per_node)
+                  option.memory_gb_per_node, option.memory_where)
 
 
 def compare(state_gb: float, nodes: int, mtbf_hours: float, step_seconds: float,

@@ -40,8 +40,9 @@ ASSUMPTIONS = recovery.Assumptions()  # module 11's, until the learner gives the
 
 def step_seconds(plan, global_batch_tokens: float | None = None) -> float:
     """Seconds per optimizer step at the plan's speed: the global batch's tokens over the run's tokens per second
-    (default batch: one micro-batch per data-parallel rank)."""
-    tokens = global_batch_tokens or plan.parallel.dp(plan.devices) * plan.micro_batch * plan.seq_len
+    (default batch: the plan's global batch, or one micro-batch per data-parallel rank where it has none)."""
+    sequences = plan.global_batch or plan.parallel.dp(plan.devices) * plan.micro_batch
+    tokens = global_batch_tokens or sequences * plan.seq_len
     return tokens / (plan.tokens / (plan.days * 86400))
 
 
@@ -54,6 +55,33 @@ def recovery_option(plan, name: str, assumptions: recovery.Assumptions = ASSUMPT
     if name not in found:
         raise PlanError(f"no recovery option {name!r}: choose one of {', '.join(found)}")
     return found[name]
+
+
+def _stall_seconds(option: recovery.Option, async_save: bool) -> float:
+    return option.save_seconds / (SYNC_OVER_ASYNC_STALL if async_save else 1.0)
+
+
+def _daly_hours(plan, option: recovery.Option, save_seconds: float) -> float:
+    """Daly's interval between durable saves: for every failure, or for checkpointless only the ones it cannot
+    absorb (rarer, so longer)."""
+    mtbf = reliability.job_mtbf_hours(plan.instances)
+    rare = mtbf / option.unrecoverable_share if option.loses == "step" else mtbf
+    return reliability.daly_interval_hours(max(save_seconds, 1e-6) / 3600, rare)
+
+
+def daly_interval_hours(plan, option: str = "checkpoint to S3", async_save: bool = True,
+                        assumptions: recovery.Assumptions = ASSUMPTIONS) -> float:
+    """Module 8's checkpoint interval for this plan: Daly's optimum for the option's save stall (asynchronous saves
+    stall SYNC_OVER_ASYNC_STALL times less) and Llama 3's failure rate on the plan's nodes."""
+    chosen = recovery_option(plan, option, assumptions)
+    return _daly_hours(plan, chosen, _stall_seconds(chosen, async_save))
+
+
+def checkpoint_every_steps(plan, option: str = "checkpoint to S3", async_save: bool = True,
+                           assumptions: recovery.Assumptions = ASSUMPTIONS) -> int:
+    """Daly's interval in optimizer steps at the plan's predicted step: the script's --checkpoint-every (pass
+    --async-checkpoint with the default `async_save`, or the interval is too short for the stall it then has)."""
+    return max(1, round(daly_interval_hours(plan, option, async_save, assumptions) * 3600 / step_seconds(plan)))
 
 
 def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: float | None = None,
@@ -69,11 +97,9 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
     happens after them, the job limit (None: one job, as on HyperPod), the evaluation gate's interval (None: no
     gate)."""
     chosen = recovery_option(plan, option, assumptions, global_batch_tokens)
-    save = chosen.save_seconds / (SYNC_OVER_ASYNC_STALL if async_save else 1.0)
-    mtbf = reliability.job_mtbf_hours(plan.instances)
+    save = _stall_seconds(chosen, async_save)
     if interval_hours is None:
-        rare = mtbf / chosen.unrecoverable_share if chosen.loses == "step" else mtbf
-        interval_hours = reliability.daly_interval_hours(max(save, 1e-6) / 3600, rare)
+        interval_hours = _daly_hours(plan, chosen, save)
     on_demand_rate = capacity.EC2_ON_DEMAND.get(plan.instance, math.nan) * plan.instances
     window, bought, reserved_rate = math.inf, 0.0, 0.0
     if reserved_days is not None:

@@ -49,6 +49,7 @@ class Finding:
 
 
 MAX_RUNTIME_SECONDS = 28 * 86400  # 2,419,200
+MAX_PENDING_SECONDS = (1_800, 28 * 86400)  # StoppingCondition.MaxPendingTimeInSeconds' min and max in the model
 KEEP_ALIVE_API_MAX = 21_600  # ResourceConfig.KeepAlivePeriodInSeconds max in the model
 KEEP_ALIVE_GUIDE_MAX = 3_600  # the developer guide's warm-pool lifecycle
 SMDDP_INSTANCES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")

@@ -13,14 +13,18 @@ from fmlab.plan.layout import checkpoint_gb
 RECOVERY_NODES = (16, 64, 256, 1024, 2048)
 
 
-def recovery_goodput(model: str = MODEL, step_seconds: float = 10.0, assumptions=None):
+def recovery_goodput(model: str = MODEL, step_seconds: float | None = None, assumptions=None):
     """Module 11: goodput of gpt-30b against the number of nodes, for three ways back from a failure.
 
     fmlab.plan.recovery.sweep: checkpoints to S3, managed tiered checkpointing (memory first) and checkpointless
     recovery, each with its Daly interval, under Llama 3's failure rate per node (fmlab.plan.reliability); the
-    rates and restart minutes are recovery.Assumptions; `step_seconds` the assumed optimizer step of the run.
+    rates and restart minutes are recovery.Assumptions; `step_seconds` the optimizer step of the run (default: the
+    planner's predicted step of the run on 16 x ml.p5.48xlarge, module 11's choice).
     """
-    from fmlab.plan import recovery
+    from fmlab.plan import layout, recovery, scenario
+
+    if step_seconds is None:
+        step_seconds = scenario.step_seconds(layout.planned(model, 300e9, "ml.p5.48xlarge", 16))
 
     state_gb = checkpoint_gb(compute.param_count(catalog.model(model)))["training"]
     results = recovery.sweep(state_gb, list(RECOVERY_NODES), step_seconds, assumptions or recovery.Assumptions())

@@ -70,3 +70,16 @@ def test_every_target_the_api_model_lists_is_a_valid_search():
     for target in capacity.TARGETS:
         assert capacity.check(capacity.search_request("ml.p5.48xlarge", 16, 16, target=target),
                               "SearchTrainingPlanOfferings") == []
+
+
+def test_the_types_a_plan_sells_include_todays_and_the_course_knows_where_its_table_ends():
+    """The model's list has the 2025-26 types (p6-b200, p6-b300, the p6e-gb200 UltraServer); each is a valid
+    search; the Capacity Blocks table module 11 prices (fmlab.plan.capacity.RESERVABLE_REGIONS) is a subset."""
+    from fmlab.plan.capacity import RESERVABLE_REGIONS
+
+    types = capacity.plan_instance_types()
+    assert {"ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p6e-gb200.36xlarge", "ml.trn2.48xlarge"} <= set(types)
+    assert set(RESERVABLE_REGIONS) <= set(types)
+    for name in types:
+        assert capacity.check(capacity.search_request(name, 8, 14), "SearchTrainingPlanOfferings") == []
+    assert capacity.check(capacity.search_request("ml.p6-b200.48xlarge-typo", 8, 14), "SearchTrainingPlanOfferings")

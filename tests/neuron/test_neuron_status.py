@@ -57,6 +57,18 @@ def test_the_pinned_trn1_image_is_the_documented_last_nxd_training_container():
     assert uri == image_uri("neuron", "us-west-2") and LLAMA2_70B_TRN1.neuron_sdk == "2.30.0"
 
 
+def test_every_region_with_a_priced_trn1_reservation_has_the_image():
+    """Melbourne is where module 11 prices trn1 reserved capacity; its registry is its own account (the SDK's
+    table for pytorch-training-neuronx)."""
+    from fmlab.plan import capacity
+
+    regions = {region for instance, region in capacity.RESERVED_RATE if instance.startswith("ml.trn")}
+    assert "ap-southeast-4" in regions
+    for region in regions:
+        assert image_uri("neuron", region).startswith(
+            ("457447274322" if region == "ap-southeast-4" else "763104351884") + f".dkr.ecr.{region}.amazonaws.com/")
+
+
 def test_the_headline_is_in_the_readme_notebook_and_slides():
     headline_facts = ["2.30", "2.32", "2.33.0", LAST_NXD_TAG]
     assert all(f in status.headline() for f in headline_facts)

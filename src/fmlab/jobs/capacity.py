@@ -32,6 +32,16 @@ from fmlab.service.rules import MAX_RUNTIME_SECONDS
 TARGETS = ("training-job", "hyperpod-cluster", "endpoint", "studio-apps")
 
 
+def plan_instance_types() -> list[str]:
+    """The instance types a training plan can reserve: the ReservedCapacityInstanceType enum of botocore's SageMaker
+    model (botocore 1.44.8, read 2026-11-28: p4d/p4de, p5/p5e/p5en, p5.4xlarge, p6-b200, p6-b300, the p6e-gb200
+    UltraServer, trn1, trn2). The model also lets a search ask for UltraServers (UltraServerType, UltraServerCount)
+    instead of instances. Where each type is sold, no model says: a search in the Region answers."""
+    from fmlab.service.api_model import service_model
+
+    return list(service_model().shape_for("ReservedCapacityInstanceType").enum)
+
+
 def search_request(instance_type: str, count: int, days: int, target: str = "training-job",
                    start_after: dt.datetime | None = None, end_before: dt.datetime | None = None) -> dict:
     """SearchTrainingPlanOfferings' input for `count` instances for `days` whole days."""

@@ -3,8 +3,9 @@
 import pytest
 
 from fmlab.course.params import module7_plan, notebook_parameters
-from fmlab.plan import catalog, compute
+from fmlab.plan import catalog, compute, reliability
 from fmlab.plan.layout import checkpoint_gb
+from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL
 
 pytestmark = pytest.mark.notebook
 
@@ -48,4 +49,10 @@ def test_data_at_scale_notebook(run_notebook, local_bucket, tmp_path):
     assert rec["fsx_smallest_save_minutes"] == pytest.approx(ckpt_gb * 1e3 / (1.2 * 125) / 60, abs=0.05)
     if m8["model"] == "gpt-30b":  # issue 40's figures: ~360 GB, ~16 GB/s, ~40 minutes
         assert 350 < ckpt_gb < 370 and 38 < rec["fsx_smallest_save_minutes"] < 42
+    # an asynchronous save only has to be written before the next one: Daly's interval for its smaller stall
+    save_s = ckpt_gb / m8["nodes"] / m8["write_gb_per_s_per_node"]
+    interval_h = reliability.daly_interval_hours(save_s / SYNC_OVER_ASYNC_STALL / 3600,
+                                                 reliability.job_mtbf_hours(m8["nodes"]))
+    assert rec["fsx_async_gb_per_s"] == pytest.approx(ckpt_gb / (interval_h * 3600), abs=0.001)
+    assert rec["fsx_async_gb_per_s"] < rec["fsx_checkpoint_gb_per_s"] / 50
     assert "course_sequences" not in rec  # prepare_course_dataset=False was honoured

@@ -113,24 +113,44 @@ def test_a_rank_working_alone_is_a_cause_of_its_own_with_a_watchdog_case():
     assert "find_straggler" not in alone[0].fixes  # no node is at fault
 
 
-def test_the_drills_are_shown_under_neutral_ids_in_a_seeded_shuffled_order():
-    order = lab08b.drill_order()
-    assert sorted(order) == sorted(lab08b.DRILLS) and order == lab08b.drill_order(lab08b.DRILL_SEED)
-    assert all(shown != run for shown, run in zip(order, lab08b.DRILLS, strict=True))  # no drill in its run place
+def test_the_drills_are_shown_under_neutral_ids_in_each_learners_own_order(tmp_path):
+    """The order comes from a seed drawn once per work folder: the same on a re-run, different between learners."""
+    seed = lab08b.learner_seed(tmp_path / "me")
+    assert lab08b.learner_seed(tmp_path / "me") == seed  # kept: a re-run shows the same ids
+    assert (tmp_path / "me" / lab08b.SEED_FILE).read_text().strip() == str(seed)
+    order = lab08b.drill_order(seed)
+    assert sorted(order) == sorted(lab08b.DRILLS)
+    others = {tuple(lab08b.drill_order(lab08b.learner_seed(tmp_path / f"learner-{n}"))) for n in range(30)}
+    assert len(others) > 5  # a room of learners sees many orders (24 are possible)
     assert len({tuple(lab08b.drill_order(seed)) for seed in range(20)}) > 5
 
 
-def test_the_solution_diagnoses_the_drills_the_seed_shows():
+def test_the_solution_reads_the_logs_instead_of_copying_an_order():
+    """The solution diagnoses each drill from its log lines (as the learner must), so it holds for any seed: run on
+    the four logs the drills print, under every id order."""
     import json
 
     from fmlab.environment import ROOT
 
     nb = json.loads((ROOT / "labs" / "solutions" / "lab_08b_failure_zoo.ipynb").read_text())
-    cell = next("".join(c["source"]) for c in nb["cells"] if "live_diagnosis = {  #" in "".join(c["source"]))
+    cell = next("".join(c["source"]) for c in nb["cells"] if "live_diagnosis = " in "".join(c["source"]))
+    assert not re.search(r'"drill_\d"', cell)  # no id is written down
+    logs = {"damaged": ["resume: checkpoint /w/step_00000002 is corrupt: __0_0.distcp is 343,324 bytes"],
+            "refused": ["CreateTrainingJob request is invalid (1 problem):", "  [max-runtime]: MaxRuntimeInSeconds"],
+            "kill": ["failed (exitcode: -9) local_rank: 1", "  exitcode  : -9 (pid: 3)  (SIGKILL)",
+                     "rank 0 (its trace, rank-0.json): Read error [127.0.0.1]:1938: Connection reset by peer."],
+            "hang": ["error: a collective waited longer than the collective timeout (3 s, --collective-timeout)",
+                     "Timed out waiting 3000ms for send operation to complete", "closing signal SIGTERM"]}
     made = {"hung_rank": "hang", "dead_rank": "kill", "damaged_checkpoint": "damaged", "invalid_request": "refused"}
-    answers = dict(re.findall(r'"(drill_\d)": \("(\w+)"', cell))
-    assert {drill_id: made[cause] for drill_id, cause in answers.items()} == {
-        f"drill_{n}": kind for n, kind in enumerate(lab08b.drill_order(), 1)}
+    for seed in (0, 1, 2, 3):
+        order = lab08b.drill_order(seed)
+        drills = {f"drill_{n}": lab08b.Drill(f"drill_{n}", "w", logs[kind], "", "", ()) for n, kind in
+                  enumerate(order, 1)}
+        scope = {"drills": drills}
+        exec(cell.split("lab08b.check_live")[0].replace("### BEGIN SOLUTION: live_diagnosis = {}", "")
+             .replace("### END SOLUTION", ""), scope)
+        assert {k: made[cause] for k, (cause, _) in scope["live_diagnosis"].items()} == {
+            f"drill_{n}": kind for n, kind in enumerate(order, 1)}
 
 
 def test_the_refused_request_breaks_a_service_rule_not_a_spelling():

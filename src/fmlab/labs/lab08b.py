@@ -17,7 +17,8 @@ a rank that hangs, a rank that is SIGKILLed) on 2 gloo processes under torchrun,
 run damaged the way a cut copy would be and opened as a resume opens it (`checkpoint.newest_intact`), and a job
 request that the local SageMaker sandbox refuses (`sandbox.service.submit`: a month of MaxRuntimeInSeconds,
 above the service's 28 days). The drills are shown under neutral ids (drill_1 ... drill_4) in an order drawn
-from a seed (`DRILL_SEED`), so neither the id nor the place gives the answer. What happened in each drill is
+from a seed of the learner's own (`learner_seed`: drawn once, kept in the work folder), so neither the id, nor the
+place, nor a neighbour's answer gives it. What happened in each drill is
 read back from the drill itself (the fault line the victim printed, which the learner does not see; the
 damage found; the fields refused), and the learner's diagnosis is checked against that, not against a table.
 """
@@ -42,7 +43,7 @@ COLLECTIVE_TIMEOUT = 3  # seconds the hung-rank drill's survivor waits (600 in a
 DRILL_TIMEOUT = 120  # seconds any one drill may run before it is killed whole
 STEPS, FAULT_STEP = 4, 3  # the drills train 4 steps; the fault strikes before step 3 (after 2 checkpoints)
 DRILLS = ("hang", "kill", "damaged", "refused")  # the order they run in (the damage drill needs the kill drill's)
-DRILL_SEED = 5  # draws the order they are shown in, and so their ids: drill_1 is the first shown
+SEED_FILE = "drill-seed"  # in the work folder: the learner's own order, the same on every re-run
 MONTH_S = 30 * 86400  # the refused request's MaxRuntimeInSeconds: a month, above SageMaker's 28 days
 
 
@@ -298,16 +299,32 @@ def _refused_drill(drill_id: str) -> Drill:
                  seconds=time.perf_counter() - start, made="refused")
 
 
-def drill_order(seed: int = DRILL_SEED) -> list[str]:
+def drill_order(seed: int) -> list[str]:
     """The drills (DRILLS) in the order they are shown, drawn from `seed`: drill_1 is the first of them."""
     return random.Random(seed).sample(DRILLS, len(DRILLS))
 
 
-def run_drills(work: str | Path, seed: int = DRILL_SEED) -> dict[str, Drill]:
+def learner_seed(work: str | Path) -> int:
+    """This learner's seed: drawn once at random and kept in `work`/drill-seed, so re-running the lab shows the
+    same order, and two learners (or a copied answer) see different ones."""
+    import secrets
+
+    path = Path(work) / SEED_FILE
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        seed = secrets.randbelow(2**31)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{seed}\n")
+        return seed
+
+
+def run_drills(work: str | Path, seed: int | None = None) -> dict[str, Drill]:
     """Make four failures happen here and return what each showed and what actually happened, under neutral ids
-    (drill_1 ...) in an order drawn from `seed`."""
+    (drill_1 ...) in an order drawn from `seed` (default: the learner's own, `learner_seed(work)`)."""
     from fmlab.data import course_dataset
 
+    seed = learner_seed(work) if seed is None else seed
     ids = {made: f"drill_{n}" for n, made in enumerate(drill_order(seed), 1)}
     base = fresh_folder(work, "drills")
     data = str(course_dataset(seq_len=128, vocab_size=512))

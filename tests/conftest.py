@@ -78,10 +78,16 @@ def run_notebook(tmp_path):
     """run_notebook("notebooks/01_when_to_pretrain.ipynb", param=value) -> NotebookResult (records, ok, error)."""
     from fmlab.course.run import execute
 
+    from reading_rule import LONGEST_WORDS, generated_markdown, too_long
+
     def _run(relative: str, **parameters):
         source = ROOT / relative
         assert source.exists(), f"missing notebook {relative}"
-        return execute(source, tmp_path / source.name, parameters)
+        result = execute(source, tmp_path / source.name, parameters)
+        if result.output.exists():  # what the code wrote for the learner to read follows the notebooks' rule
+            long = [s for text in generated_markdown(result.output) for s in too_long(text)]
+            assert not long, f"{relative}: generated sentences over {LONGEST_WORDS} words: {long}"
+        return result
 
     return _run
 

@@ -31,7 +31,7 @@ def test_the_layout_sentences_follow_the_cluster_size():
     assert "groups of 16 GPUs: no layout fits (the states alone are 30.0 GB per GPU)" in s16
     assert "groups of 8 GPUs: no layout fits" in s16  # not "fit with none", which reads as "without recomputation"
     t16, t32 = prose.layout_traffic(params, 128, 64), prose.layout_traffic(params, 128, 32)
-    assert t16 != t32 and "a ring over 64 GPUs has 63 latency steps instead of 127" in t16
+    assert t16 != t32 and "A ring over 64 GPUs has 63 latency steps instead of 127" in t16
     share = float(re.search(r"the same within ([\d.]+)%", t16).group(1))
     assert share < 1.0  # groups of 64 and 128 move about the same bytes per GPU
     seconds = {"efa_seconds": 5.0, "compute_seconds": 3.1, "comms_bound": True}
@@ -72,3 +72,20 @@ def test_serving_sweep_says_what_was_measured():
     flat = prose.serving_sweep({"one": [(1, 100, 0.1), (16, 105, 1.6)]})
     assert "stays within 15% (x1.05)" in flat and "At 16" not in flat
     assert "falls to 0.50x" in prose.serving_sweep({"one": [(1, 100, 0.1), (16, 50, 1.6)]})
+
+
+def test_the_generated_sentences_follow_the_reading_rule():
+    """What prose writes for notebooks 05, 07 and 08 keeps the notebooks' 40-word rule (tests/reading_rule.py)."""
+    from reading_rule import too_long
+
+    params = compute.param_count(catalog.model(MODEL))
+    rows, choice = chosen(16)
+    texts = [prose.layout_reason(rows, choice, params), prose.layout_traffic(params, 128, 64),
+             prose.layout_traffic(params, 128, 32, seconds={"efa_seconds": 5.0, "compute_seconds": 3.1,
+                                                            "comms_bound": True}),
+             prose.layout_traffic(params, 128, 32, seconds={"efa_seconds": 1.0, "compute_seconds": 3.1,
+                                                            "comms_bound": False}),
+             prose.global_batch(choice, 128, 2048), prose.interruptions(16, 2.0, 34.5),
+             prose.serving_sweep({"continuous batching": [(1, 218.0, 0.9), (4, 549.0, 1.1), (16, 1364.0, 1.9)],
+                                  "static batching": [(1, 210.0, 0.9), (4, 400.0, 1.8), (16, 500.0, 5.2)]})]
+    assert [s for text in texts for s in too_long(text)] == []

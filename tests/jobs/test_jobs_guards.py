@@ -38,6 +38,16 @@ def test_worst_case_cost_is_price_times_count_times_run_plus_keep_alive():
     assert "warm-pool keep-alive" in str(est)
 
 
+def test_a_job_on_a_training_plan_adds_no_instance_hours():
+    """The plan was paid up front; pricing its job at SageMaker's on-demand rate would count the instances twice."""
+    arn = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/fmlab-gpt30b"
+    spec = JobSpec("on-plan", instance_type="ml.p5.48xlarge", instance_count=16, max_run_seconds=10 * 86400,
+                   training_plan_arn=arn)
+    est = worst_case_cost(spec)
+    assert est.worst_case_usd == 0 and "paid up front" in est.source
+    assert worst_case_cost(spec, price=10.0).worst_case_usd == pytest.approx(10.0 * 16 * 240)  # a price you give
+
+
 def test_budget_refuses_above_the_limit_and_says_how_to_raise_it(monkeypatch):
     spec = JobSpec("big", instance_type="ml.p4d.24xlarge", max_run_seconds=3600)
     with pytest.raises(OverBudget, match=r"above your budget of \$10.00.*budget_usd=38"):

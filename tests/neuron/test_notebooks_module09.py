@@ -99,9 +99,14 @@ def test_notebook09_converts_validates_and_costs(run_notebook, tmp_path):
     assert set(per_m) == {"ml.trn1.32xlarge", "ml.p5.48xlarge"}  # trn2: no published price
     assert per_m["ml.trn1.32xlarge"] == pytest.approx(trn1.cost_usd / 100e9 * 1e6, abs=1e-4)
     trn2 = estimate_run("llama2-70b", 100e9, "ml.trn2.48xlarge", 8, 0.4)
-    for name, price in rec["nb09.trn2_break_even_usd_per_hour"].items():
+    break_even = rec["nb09.trn2_break_even_usd_per_hour"]
+    for name in ("ml.trn1.32xlarge", "ml.p5.48xlarge"):  # SageMaker's training prices (catalog)
         other = estimate_run("llama2-70b", 100e9, name, 8, 0.4)
-        assert price * trn2.days * 24 * 8 == pytest.approx(other.cost_usd, rel=1e-3), name
+        assert break_even[name] * trn2.days * 24 * 8 == pytest.approx(other.cost_usd, rel=1e-3), name
+    # the same p5 run at EC2's on-demand price of today: a break-even of that kind, for an EC2 quote
+    p5 = estimate_run("llama2-70b", 100e9, "ml.p5.48xlarge", 8, 0.4)
+    assert break_even["ml.p5.48xlarge on EC2"] == pytest.approx(55.04 * p5.days / trn2.days, abs=0.01)
+    assert break_even["ml.p5.48xlarge on EC2"] < break_even["ml.p5.48xlarge"] / 1.9
 
 
 def test_notebook09_cost_slide_quotes_what_the_notebook_computes(run_notebook, tmp_path):

@@ -51,7 +51,8 @@ def test_each_option_says_why_it_cannot_be_used():
 def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16, ("us-east-2", "ml.p5en.48xlarge"): 8})
     best = capacity.choose(rows)
-    assert (best.region, best.instance) == P5  # reserved p5 is cheaper than 8 p5en on demand
+    # reserved p5 at its 2024-12 rate; 8 p5en on demand have no price of that date to weigh against it
+    assert (best.region, best.instance) == P5
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
     # the rate x plan count x the days that hold the job: module 7's predicted 9.0 days (the planner's layout for
     # 16 p5, fmlab.plan.layout.planned) x 1.2 + start-up + the last 30 minutes -> 11 whole days of Capacity Blocks
@@ -60,9 +61,6 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 11)
     p4d = next(r for r in rows if r.instance == "ml.p4d.24xlarge")  # 34.5 days: Capacity Blocks sell weeks past 14
     assert p4d.reserved_days == 42 and "34.5 days > deadline 30" in p4d.why_not
-    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
-    best = capacity.choose(rows)
-    assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.reserved_usd)  # 8 < 16: on demand
 
 
 def test_nothing_feasible_says_what_to_change():
@@ -74,13 +72,26 @@ def test_nothing_feasible_says_what_to_change():
 
 
 def test_prices_are_compared_on_one_basis():
-    """Capacity Blocks against EC2 on demand (PRICE_BASIS); against SageMaker's training price it is refused."""
+    """Capacity Blocks against EC2 on demand of the same date (PRICE_BASIS: 2024-12, p5 at $98.32); against today's
+    on-demand price (a 44% cut later) or SageMaker's training price the comparison is refused."""
     rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
-    assert p5.on_demand_usd == pytest.approx(55.04 * 16 * 24 * p5.days)  # EC2's on-demand price, the run's hours
+    assert p5.on_demand_usd == pytest.approx(98.32 * 16 * 24 * p5.days)  # EC2 on demand at the reserved rates' date
+    assert p5.on_demand_today_usd == pytest.approx(55.04 * 16 * 24 * p5.days)  # shown beside, never compared
     reserved = capacity.Cost(p5.reserved_usd, "EC2 Capacity Blocks")
     assert capacity.saving(reserved, capacity.Cost(p5.on_demand_usd, "EC2 on-demand")) == pytest.approx(
-        p5.on_demand_usd - p5.reserved_usd)  # the 30B run: 11 reserved days against 9.0 on demand
+        p5.on_demand_usd - p5.reserved_usd)  # the 30B run: 11 reserved days against 9.0 on demand, both of 2024-12
+    with pytest.raises(PlanError, match="not of one date"):
+        capacity.saving(reserved, capacity.Cost(p5.on_demand_today_usd, "EC2 on-demand", capacity.EC2_ON_DEMAND_DATE))
     with pytest.raises(PlanError, match="not of one kind"):
         capacity.saving(reserved, capacity.Cost(560_366.0, "SageMaker training on-demand"))
-    assert all(r.basis == capacity.PRICE_BASIS for r in rows)
+    assert all(r.basis == capacity.PRICE_BASIS for r in rows) and capacity.PRICE_DATE in capacity.PRICE_BASIS
+
+
+def test_the_choice_weighs_options_at_one_date():
+    """A reservation and an on-demand option are weighed at the reserved rates' date; with no price of that date
+    the on-demand option drops out. On demand alone, today's prices decide."""
+    only = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
+    best = capacity.choose(only)
+    assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.on_demand_usd)
+    assert best.on_demand_today_usd == pytest.approx(63.296 * 8 * 24 * best.days)

@@ -107,7 +107,7 @@ def test_the_scenario_reads_the_owning_modules():
     assert s.interval_hours == reliability.daly_interval_hours(s3.save_seconds / 3600, reliability.job_mtbf_hours(16))
     assert s.window_hours == held.days * 24 - capacity.PLAN_END_MINUTES / 60 and s.job_hours == 28 * 24
     assert s.reserved_usd_per_hour == capacity.RESERVED_RATE[("ml.p5.48xlarge", "us-east-1")] * 16
-    assert s.on_demand_usd_per_hour == capacity.EC2_ON_DEMAND["ml.p5.48xlarge"] * 16
+    assert s.on_demand_usd_per_hour == capacity.EC2_ON_DEMAND_AT_PRICE_DATE["ml.p5.48xlarge"] * 16  # one date
     asynchronous = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1")
     assert asynchronous.save_seconds == pytest.approx(s.save_seconds / simulate.SYNC_OVER_ASYNC_STALL)
 

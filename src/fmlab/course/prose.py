@@ -37,7 +37,7 @@ def layout_reason(rows: list[dict], choice: dict, params: float, gpus_per_node: 
     recompute = ("without recomputing anything" if choice["recompute"] == "none"
                  else f"with {choice['recompute']} recomputation")
     text = (f"Why this one (`{setting}`, tensor parallelism {tp}): shared by a group of {_gpus(degree, gpus_per_node)}, "
-            f"the {16 * params / 1e9:,.0f} GB of model states are {choice['states GB']:.1f} GB per GPU, which "
+            f"the {16 * params / 1e9:,.0f} GB of model states are {choice['states GB']:.1f} GB per GPU. That "
             f"leaves room for the activations {recompute} ({choice['GB per device']:.1f} GB per GPU in all).")
     replicas = world // degree // tp if degree else 1
     if replicas > 1:
@@ -63,21 +63,21 @@ def layout_traffic(params: float, world: int, shard_degree: int, gpus_per_node: 
                                                                                                 gpus_per_node)
     group, full = mine["group_bytes"], whole["group_bytes"]
     text = (f"Bytes are not the reason for the smaller group. Per GPU and step, the group of {shard_degree} "
-            f"gathers and reduce-scatters {group / 1e9:,.1f} GB ((D-1)/D of every layer: two bf16 gathers and an "
-            f"fp32 reduce-scatter), the whole cluster of {world} {full / 1e9:,.1f} GB: the same within "
+            f"gathers and reduce-scatters {group / 1e9:,.1f} GB: (D-1)/D of every layer, in two bf16 gathers and an "
+            f"fp32 reduce-scatter. The whole cluster of {world} moves {full / 1e9:,.1f} GB, the same within "
             f"{abs(full - group) / full:.1%}. Out of each node go {mine['node_efa_bytes'] / 1e9:,.0f} GB against "
-            f"{whole['node_efa_bytes'] / 1e9:,.0f} (NCCL's rings cross a node once, so a node sends about one GPU's "
-            "share, plus the cross-replica all-reduce of hybrid sharding).")
+            f"{whole['node_efa_bytes'] / 1e9:,.0f}. NCCL's rings cross a node once, so a node sends about one GPU's "
+            "share, plus hybrid sharding's all-reduce across the replicas.")
     if seconds:
-        verdict = ("more than the compute: the run is bound by the network, and MFU falls below plan unless the "
+        verdict = ("more than the compute. The run is then bound by the network, and its MFU falls unless the "
                    "overlap hides it" if seconds["comms_bound"] else "less than the compute, which hides it")
         text += (f" At the node's EFA bandwidth that is {seconds['efa_seconds']:.1f} s per step against "
                  f"{seconds['compute_seconds']:.1f} s of compute: {verdict}.")
-    return text + (f" The reason for the smaller group is the size of each collective group: a ring over "
-                   f"{shard_degree} GPUs has {shard_degree - 1} latency steps instead of {world - 1}, every layer "
-                   f"waits for the slowest of {shard_degree} GPUs rather than of {world}, and the groups' "
-                   "collectives run side by side (the MiCS idea behind SMP's sharded data parallelism: shard over "
-                   "the smallest group that holds the states).")
+    return text + (f" The reason for the smaller group is the size of each collective group. A ring over "
+                   f"{shard_degree} GPUs has {shard_degree - 1} latency steps instead of {world - 1}. Every layer "
+                   f"waits for the slowest of {shard_degree} GPUs rather than of {world}. And the groups' "
+                   "collectives run side by side: the MiCS idea behind SMP's sharded data parallelism, which shards "
+                   "over the smallest group that holds the states.")
 
 
 def global_batch(choice: dict, devices: int, seq_len: int, micro_batch: int | None = None,
@@ -94,7 +94,7 @@ def global_batch(choice: dict, devices: int, seq_len: int, micro_batch: int | No
     verdict = "within" if tokens <= limit else "above"
     return (f"The global batch of this plan: {replicas} data-parallel replicas x micro-batch {micro_batch} x "
             f"{accum} accumulation step{'s' * (accum != 1)} x {seq_len:,} tokens = **{tokens:,} tokens "
-            f"({tokens / 2**20:.2f}M) per optimizer step**, GPT-3's batch for the nearest model size: {verdict} "
+            f"({tokens / 2**20:.2f}M) per optimizer step**. That is GPT-3's batch for the nearest model size, {verdict} "
             f"module 6's limit of {limit / 2**20:g}M tokens (Llama 2's batch). The smallest this layout can take is "
             f"one micro-batch per replica, {smallest:,} tokens. With sharded data parallelism every replica takes at "
             f"least that, so the smallest batch grows with the cluster: this layout reaches the limit at "
@@ -132,10 +132,10 @@ def serving_sweep(measured: dict[str, list[tuple[int, float, float]]], flat_with
         p95 = [1000 * p for _, _, p in rows]
         listed = ", ".join(f"{t:,.0f}" for t in rates)
         at = ", ".join(str(c) for c in clients[:-1]) + f" and {clients[-1]}" if len(clients) > 1 else str(clients[0])
-        parts.append(f"**{label}**: {listed} tokens/s at {at} clients, so throughput {_trend(rates, flat_within)}; "
-                     f"p95 latency goes from {p95[0]:,.0f} ms to {p95[-1]:,.0f} ms (x{p95[-1] / p95[0]:.1f})")
+        parts.append(f"**{label}**: {listed} tokens/s at {at} clients, so throughput {_trend(rates, flat_within)}. "
+                     f"Its p95 latency goes from {p95[0]:,.0f} ms to {p95[-1]:,.0f} ms (x{p95[-1] / p95[0]:.1f}).")
         last[label] = (clients[-1], rates[-1], p95[-1])
-    text = "Measured here: " + "; ".join(parts) + "."
+    text = "Measured here. " + " ".join(parts)
     if len(last) == 2:
         (a, (n, ta, pa)), (b, (_, tb, pb)) = last.items()
         text += (f" At {n} clients {a} serves {ta / tb:.2f}x the tokens/s of {b}, at {pa / pb:.2f}x its p95 latency"

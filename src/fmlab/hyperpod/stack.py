@@ -66,9 +66,9 @@ FP8_RESULTS = [
               956, 1430, (float("nan"), float("nan")), "PyTorch blog, 'Supercharging training using float8 and FSDP2' "
               f"(IBM and Meta): 50% faster with loss and evaluation parity; read {READ}"),
 ]
-FP8_RISK = ("rowwise scaling handles outliers better than tensorwise (torchao docs); at 3B and 1T tokens the float8 "
-            "model scored about one point below bf16 (MMLU 0.26 against 0.29, PyTorch blog); attention stays bf16; "
-            "linears with a dimension not divisible by 16 stay bf16 (torchtitan)")
+FP8_RISK = ("rowwise scaling handles outliers better than tensorwise (torchao docs). At 3B and 1T tokens the float8 "
+            "model scored about one point below bf16 (MMLU 0.26 against 0.29, PyTorch blog). Attention stays bf16, "
+            "and so do linears with a dimension not divisible by 16 (torchtitan)")
 
 
 @dataclass(frozen=True)

@@ -96,8 +96,11 @@ class CostEstimate:
 
 
 def worst_case_cost(spec: JobSpec, price: float | None = None) -> CostEstimate:
-    """What the job costs if it runs to its max run time and its warm pool then idles to the end."""
-    if price is None:
+    """What the job costs if it runs to its max run time and its warm pool then idles to the end. A job on a training
+    plan adds no instance-hours: the plan was paid up front (its UpfrontFee), so the job's own bound is $0."""
+    if price is None and spec.training_plan_arn:
+        price, source = 0.0, "on a training plan: its instances were paid up front (the plan's UpfrontFee)"
+    elif price is None:
         price, source = price_per_hour(spec.instance_type)
     else:
         source = "price given by you"

@@ -30,9 +30,12 @@ Facts (each with its source and the day it was read):
   from SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP (PLAN_USE_SOURCE).
 - Capacity Blocks' durations: "1-day increments up to 14 days, and in 7-day increments up to 182 days", every
   block ending at 11:30 UTC (the EC2 user guide, "Find and purchase Capacity Blocks"; CAPACITY_BLOCK_STEPS_SOURCE).
-Prices are compared on ONE basis, EC2's (PRICE_BASIS): the Capacity Blocks rate against EC2's on-demand price of
-the same instance (EC2_ON_DEMAND, us-east-1; other Regions are assumed equal), never against SageMaker's training
-price, which the catalog keeps for the training-job cost of modules 1-10 and which `saving` refuses to mix in.
+Prices are compared on ONE basis (PRICE_BASIS): EC2's prices of one date, PRICE_DATE, the date of the only Capacity
+Blocks rates read. The Capacity Blocks rate goes against EC2's on-demand price of the same instance at that date
+(EC2_ON_DEMAND_AT_PRICE_DATE, us-east-1; other Regions are assumed equal), never against today's on-demand price
+(EC2_ON_DEMAND: cut by 44% for p5 in 2025, shown beside, never compared) nor against SageMaker's training price,
+which the catalog keeps for the training-job cost of modules 1-10. `Cost` carries its product and date, and
+`saving` refuses two products or two dates.
 
 A reservation must hold the job, not only the run: `reservation(run_days)` sizes it from the job's MaxRuntime (the
 run plus JOB_MARGIN, module 7's chain margin), the start-up before the first step, and the 30 minutes at the end
@@ -76,13 +79,19 @@ CAPACITY_BLOCK_DAILY_UP_TO = 14  # Capacity Blocks: 1-day steps up to 14 days, t
 JOB_MARGIN = 1.2  # module 7: a job's MaxRuntime is the planned run time plus 20% (fmlab.jobs.sharded.job_chain)
 START_UP_HOURS = 1.0  # the course's allowance: instances, image pull, data and checkpoint download, first step
 PLAN_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-PRICE_BASIS = ("EC2 prices: on-demand as instances.vantage.sh's data of 2026-08-26 gives them, Capacity Blocks as "
-               "the pricing page showed them before its 2025-01-01 update (the dates differ: both change)")
-# EC2 on-demand Linux, USD per instance-hour, us-east-1: the basis the Capacity Blocks rates are compared on.
+PRICE_DATE = "2024-12"  # the Capacity Blocks table read: the pricing page before its 2025-01-01 update
+PRICE_BASIS = (f"EC2 prices of {PRICE_DATE}, us-east-1: Capacity Blocks as the pricing page showed them before its "
+               "2025-01-01 update, on-demand at that time's price (p5.48xlarge $98.32, cut to $55.04 in 2025); today's "
+               "on-demand prices are shown beside them, never compared with them")
+# EC2 on-demand Linux, USD per instance-hour, us-east-1, today (2026-08-26): shown, not compared with the reserved rates.
 EC2_ON_DEMAND: dict[str, float] = {"ml.p5.48xlarge": 55.04, "ml.p5en.48xlarge": 63.296, "ml.p6-b200.48xlarge": 113.9328}
+EC2_ON_DEMAND_DATE = "2026-08-26"
 EC2_ON_DEMAND_SOURCE = ("EC2 on-demand Linux price, us-east-1, instances.vantage.sh's data as republished in "
                         "github.com/tsaol/aws-gpu (generated 2026-08-26, read 2026-11-23; p5.48xlarge $98.32 -> $55.04 "
                         "in 2025); no p4d price was read on this basis")
+# The same source's price before the 2025 cut: the on-demand price of the Capacity Blocks rates' date. No other
+# type has one read for that date (p5en, p6-b200 and trn1 on-demand at PRICE_DATE: not read).
+EC2_ON_DEMAND_AT_PRICE_DATE: dict[str, float] = {"ml.p5.48xlarge": 98.32}
 # USD per instance-hour, by (instance, Region), where the stored pricing page gives one
 RESERVED_RATE: dict[tuple[str, str], float] = {
     ("ml.p5.48xlarge", "us-east-1"): 39.33, ("ml.p5.48xlarge", "us-east-2"): 39.33,
@@ -161,11 +170,12 @@ class CapacityOption:
     days: float  # the run's days: the planner's layout for this cluster (layout.planned) at its predicted step
     fits: bool  # some layout fits in device memory with the planner's headroom
     quota: int  # instances the account may run there (0: none, ask for an increase)
-    on_demand_usd: float  # EC2 on-demand for the run's hours (PRICE_BASIS); NaN where no price was read
+    on_demand_usd: float  # EC2 on-demand for the run's hours at PRICE_DATE (PRICE_BASIS); NaN where none was read
     reserved_usd: float  # EC2 Capacity Blocks for the days that hold the job; NaN where no rate is published
     reserved_days: int  # Capacity Blocks' days that hold the job (whole days up to 14, then weeks)
     why_not: str  # "" when feasible
     basis: str = PRICE_BASIS  # both prices are of this one kind
+    on_demand_today_usd: float = math.nan  # the same hours at today's on-demand price (EC2_ON_DEMAND_DATE): shown only
 
     @property
     def feasible(self) -> bool:
@@ -196,7 +206,8 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
             days = reservation(plan.days, kind="capacity block").days if fits_one else PLAN_DAYS[1]
             rate = RESERVED_RATE.get((name, region), math.nan)
             reserved = rate * plan_count(count) * 24 * days
-            on_demand = EC2_ON_DEMAND.get(name, math.nan) * count * 24 * plan.days
+            on_demand = EC2_ON_DEMAND_AT_PRICE_DATE.get(name, math.nan) * count * 24 * plan.days
+            on_demand_today = EC2_ON_DEMAND.get(name, math.nan) * count * 24 * plan.days
             why = []
             if not plan.fits:
                 why.append(f"does not fit ({plan.memory_gb_per_device:.0f} GB per device)")
@@ -206,19 +217,21 @@ def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tup
                 why.append(f"{plan.days:.1f} days > deadline {deadline_days:g}")
             if count >= reserve_from_instances and math.isnan(rate):
                 why.append("needs a reservation; no published rate to plan with")
-            if count < reserve_from_instances and math.isnan(on_demand):
+            if count < reserve_from_instances and math.isnan(on_demand) and math.isnan(on_demand_today):
                 why.append("on demand; no EC2 on-demand price to plan with")
             rows.append(CapacityOption(name, region, count, plan.days, plan.fits, quota, on_demand,
-                                       reserved, days, "; ".join(why)))
+                                       reserved, days, "; ".join(why), on_demand_today_usd=on_demand_today))
     return rows
 
 
 @dataclass(frozen=True)
 class Cost:
-    """A cost and the kind of price it was computed from (service and purchase option, with its date)."""
+    """A cost and the kind of price it was computed from: the product and purchase option, then the prices' date
+    (e.g. "EC2 Capacity Blocks", PRICE_DATE)."""
 
     usd: float
     kind: str  # e.g. "EC2 Capacity Blocks", "EC2 on-demand", "SageMaker training on-demand"
+    date: str = PRICE_DATE  # when the prices were in force
 
     @property
     def service(self) -> str:
@@ -226,22 +239,35 @@ class Cost:
 
 
 def saving(reserved: Cost, on_demand: Cost) -> float:
-    """What reserving saves over on demand, in USD: only between prices of one service (a Capacity Blocks rate
-    against SageMaker's training price compares two different products). PlanError names the two kinds."""
+    """What reserving saves over on demand, in USD: only between prices of one service and one date (a Capacity
+    Blocks rate against SageMaker's training price compares two products; against today's on-demand price, two
+    dates, with a 44% price cut between them). PlanError names the two kinds."""
     if reserved.service != on_demand.service:
         raise PlanError(f"a {reserved.kind} price and a {on_demand.kind} price are not of one kind: compare "
                         f"{reserved.service} with {reserved.service} (PRICE_BASIS)")
+    if reserved.date != on_demand.date:
+        raise PlanError(f"a {reserved.kind} price of {reserved.date} and a {on_demand.kind} price of {on_demand.date} "
+                        "are not of one date: prices change (p5 on-demand fell 44% in 2025); compare prices of one "
+                        "date (PRICE_BASIS), or quote both today (SearchTrainingPlanOfferings' UpfrontFee)")
     return on_demand.usd - reserved.usd
 
 
 def choose(rows: list[CapacityOption], reserve_from_instances: int = 16) -> CapacityOption:
-    """The cheapest feasible option, priced reserved when it needs a reservation, else on demand."""
+    """The cheapest feasible option, priced reserved when it needs a reservation, else on demand, all at prices of
+    one date: PRICE_DATE when a reservation is among them (an on-demand option without a price of that date cannot
+    be weighed against it and drops out), today's on-demand prices when none is."""
     feasible = [r for r in rows if r.feasible]
     if not feasible:
         reasons = "; ".join(f"{r.instance} in {r.region}: {r.why_not}" for r in rows) or "no options"
         raise PlanError(f"no instance type and Region can run this: {reasons}. Ask for a quota increase, "
                         "extend the deadline or add instances")
 
+    reserved = [r for r in feasible if r.instances >= reserve_from_instances]
+    if not reserved:  # on demand only: today's prices, all of one date
+        return min(feasible, key=lambda r: r.on_demand_today_usd)
+    # a reservation in the running: every option at the reserved rates' date (PRICE_BASIS)
+    dated = [r for r in feasible if r in reserved or not math.isnan(r.on_demand_usd)]
+
     def price(r: CapacityOption) -> float:
-        return r.reserved_usd if r.instances >= reserve_from_instances else r.on_demand_usd
-    return min(feasible, key=price)
+        return r.reserved_usd if r in reserved else r.on_demand_usd
+    return min(dated, key=price)

@@ -23,7 +23,7 @@ Where each input comes from:
   (`capacity.START_UP_HOURS`); HyperPod runs one long job (`job_days=None`, the default);
 - the reservation: module 11's `capacity.reservation` (whole days, the 30-minute end), its price
   `capacity.RESERVED_RATE` for the count a plan sells (`plan_count`), and EC2's on-demand price after it
-  (`capacity.EC2_ON_DEMAND`): one basis, EC2's (`capacity.PRICE_BASIS`).
+  (`capacity.EC2_ON_DEMAND_AT_PRICE_DATE`): one basis, EC2's prices of one date (`capacity.PRICE_BASIS`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
     save = _stall_seconds(chosen, async_save)
     if interval_hours is None:
         interval_hours = _daly_hours(plan, chosen, save)
-    on_demand_rate = capacity.EC2_ON_DEMAND.get(plan.instance, math.nan) * plan.instances
+    on_demand_rate = capacity.EC2_ON_DEMAND_AT_PRICE_DATE.get(plan.instance, math.nan) * plan.instances
     window, bought, reserved_rate = math.inf, 0.0, 0.0
     if reserved_days is not None:
         rate = capacity.RESERVED_RATE.get((plan.instance, region))
@@ -112,7 +112,8 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         window = bought - capacity.PLAN_END_MINUTES / 60
         reserved_rate = rate * capacity.plan_count(plan.instances)
     if math.isnan(on_demand_rate) and (reserved_days is None or fallback == "on-demand"):
-        raise PlanError(f"no EC2 on-demand price for {plan.instance} to price the on-demand hours with")
+        raise PlanError(f"no EC2 on-demand price of {capacity.PRICE_DATE} for {plan.instance} to price the "
+                        "on-demand hours with (the reserved rates' date: capacity.PRICE_BASIS)")
     tokens_per_hour = plan.tokens / (plan.days * 24)
     spike_hours = plan.days * 24 / spikes_per_run if spikes_per_run > 0 else math.inf
     eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token

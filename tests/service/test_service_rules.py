@@ -167,6 +167,39 @@ def test_instance_preferences_exclude_instance_type_and_repeat_nothing():
     assert validate_request(ok)  # no InstanceType needed: the preferences name theirs
     ok["ResourceConfig"]["InstancePreferences"][1].pop("InstanceCount")
     assert api_problems(ok)  # each preference counts its instances when the job does not
+    ok["ResourceConfig"]["InstanceCount"] = 2
+    assert [p.field for p in api_problems(ok)] == ["ResourceConfig.InstancePreferences"]  # counted on only one
+    ok["ResourceConfig"]["InstancePreferences"][0].pop("InstanceCount")
+    assert api_problems(ok) == []  # one count for the job, none per preference
+    ok["ResourceConfig"]["InstancePreferences"][0]["InstanceCount"] = 1
+    ok["ResourceConfig"]["InstancePreferences"][1]["InstanceCount"] = 2
+    both = api_problems(ok)  # the API reference: "rejects requests that set it both per preference and in ResourceConfig"
+    assert [p.field for p in both] == ["ResourceConfig.InstanceCount"] and "keep one place" in both[0].message
+
+
+def test_smp_v1_is_not_held_to_smp_v2s_instances():
+    """SDK v2 passes mp_parameters for SMP v1 too, inside a PyTorch 1.x DLC; the image says which library runs."""
+    v1 = request(AlgorithmSpecification={"TrainingImage": "763104351884.dkr.ecr.us-west-2.amazonaws.com/"
+                                                         "pytorch-training:1.12.0-gpu-py38"},
+                 HyperParameters={"mp_parameters": '{"partitions": 2}'},
+                 ResourceConfig={"InstanceType": "ml.p3.16xlarge"})
+    assert not [f for f in refusals(v1) if f.check == "smp-instances"]
+    v2 = request(AlgorithmSpecification={"TrainingImage": "658645717510.dkr.ecr.us-west-2.amazonaws.com/"
+                                                         "smdistributed-modelparallel:2.4.1-gpu-py311-cu121"},
+                 ResourceConfig={"InstanceType": "ml.p3.16xlarge"})
+    assert [f.check for f in refusals(v2) if f.check == "smp-instances"] == ["smp-instances"]
+
+
+def test_a_serverless_job_names_no_instances():
+    """ServerlessJobConfig (SDK v3's fine-tuning trainers): SageMaker chooses the compute, so ResourceConfig's
+    instance type and count are not demanded."""
+    serverless = {k: v for k, v in copy.deepcopy(GOOD).items() if k != "ResourceConfig"}
+    serverless["ServerlessJobConfig"] = {"BaseModelArn": "arn:aws:sagemaker:us-west-2:aws:hub-content/"
+                                         "SageMakerPublicHub/Model/meta-textgeneration-llama-3-2-1b/1.0.0",
+                                         "JobType": "FineTuning"}
+    assert [p for p in api_problems(serverless) if p.field.startswith("ResourceConfig")] == []
+    assert [p.field for p in api_problems({**serverless, "ServerlessJobConfig": None})][:1] == [
+        "ResourceConfig.InstanceType"]
 
 
 def test_a_training_plan_is_warned_as_checkable_only_on_aws():

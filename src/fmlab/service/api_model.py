@@ -185,11 +185,22 @@ def _cross_field(request: dict, out: list[Problem]) -> None:
         out.append(Problem("InputDataConfig", f"channel name {name!r} is used more than once"))
     resources = request.get("ResourceConfig") or {}
     preferences = [p for p in resources.get("InstancePreferences") or [] if isinstance(p, dict)]
-    if preferences:  # each preference names its type, and its count unless the job gives one
-        if resources.get("InstanceCount") in (None, 0) and any(p.get("InstanceCount") in (None, 0)
-                                                               for p in preferences):
+    if preferences:  # the count on every preference, or for all of them in ResourceConfig: one place, not both
+        counted = [p.get("InstanceCount") not in (None, 0) for p in preferences]
+        job_count = resources.get("InstanceCount") not in (None, 0)
+        if any(counted) and not all(counted):
+            out.append(Problem("ResourceConfig.InstancePreferences",
+                               f"InstanceCount is set on {sum(counted)} of {len(counted)} preferences: set it on "
+                               "every preference, or on none and in ResourceConfig.InstanceCount"))
+        elif all(counted) and job_count:
+            out.append(Problem("ResourceConfig.InstanceCount",
+                               "is set beside a count on every preference: keep one place (per preference when "
+                               "each type needs its own count, else ResourceConfig.InstanceCount alone)"))
+        elif not any(counted) and not job_count:
             out.append(Problem("ResourceConfig.InstancePreferences",
                                "each preference needs an InstanceCount when ResourceConfig has none"))
+        return
+    if request.get("ServerlessJobConfig"):  # serverless: SageMaker chooses the compute (SDK v3's fine-tuning path)
         return
     if not resources.get("InstanceGroups") and not resources.get("InstanceType"):
         out.append(Problem("ResourceConfig.InstanceType", "is required (or InstanceGroups, or InstancePreferences)"))

@@ -355,9 +355,11 @@ def uses_smddp(request: dict) -> bool:
 
 
 def uses_smp(request: dict) -> bool:
-    """True for an SMP v2 job: its image is an smdistributed-modelparallel image, or it passes mp_parameters."""
+    """True for an SMP v2 job: its image is SMP v2's (smdistributed-modelparallel). The image decides, not the
+    hyperparameters: SDK v2 passes mp_parameters for SMP v1 too, which ran inside the PyTorch 1.x DLCs on other
+    instance types (ml.p3.16xlarge in AWS's example CI)."""
     image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""
-    return "smdistributed-modelparallel" in image or "mp_parameters" in (request.get("HyperParameters") or {})
+    return "smdistributed-modelparallel" in image
 
 
 def processor_of(instance_type: str) -> str:

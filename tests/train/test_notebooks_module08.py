@@ -58,6 +58,15 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.damaged"] == {"resumed_from": 9, "set_aside": True}
 
     assert rec["nb08.resharded"]["resumed_from"] == 6 and rec["nb08.resharded"]["max_loss_diff"] < 1e-5
+    # loading a full state dict: every rank holds the model; broadcast from rank 0 spares the others; DCP reads
+    # each shard into place (peak growth of each rank's resident set, Linux; the weights are the saved ones)
+    loads = {(row["way"], row["rank"]): row for row in rec["nb08.load_memory"]}
+    model_mb = next(iter(loads.values()))["model (MB)"]
+    assert all(row["same weights"] for row in loads.values()) and len(loads) == 6
+    if next(iter(loads.values()))["peak growth (MB)"] is not None:
+        assert all(loads["every rank loads the full file", r]["peak growth (MB)"] > 0.8 * model_mb for r in (0, 1))
+        assert loads["broadcast from rank 0", 1]["peak growth (MB)"] < 0.25 * model_mb
+        assert all(loads["DCP: each rank reads its shards", r]["peak growth (MB)"] < 0.25 * model_mb for r in (0, 1))
     assert rec["nb08.consolidated"]["max_logit_diff"] == 0.0 and rec["nb08.consolidated"]["files"] >= 2
     assert rec["nb08.consolidated"]["files_30b"] == 12  # 60 GB of bf16 weights in files of at most 5 GB
     assert rec["nb08.gather_fp32_gb"] == pytest.approx(4 * compute.param_count(catalog.model("gpt-30b")) / 1e9,

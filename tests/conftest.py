@@ -76,9 +76,9 @@ def environment_restored():
 @pytest.fixture
 def run_notebook(tmp_path):
     """run_notebook("notebooks/01_when_to_pretrain.ipynb", param=value) -> NotebookResult (records, ok, error)."""
-    from fmlab.course.run import execute
-
     from reading_rule import LONGEST_WORDS, generated_markdown, too_long
+
+    from fmlab.course.run import execute
 
     def _run(relative: str, **parameters):
         source = ROOT / relative

@@ -16,7 +16,6 @@ from fmlab.course import figures
 from fmlab.course.slides import read_deck
 from fmlab.plan import catalog, compute, scenario, traffic
 from fmlab.plan.layout import checkpoint_gb, make_plan, planned
-from fmlab.plan.parallelism import ParallelConfig
 from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,10 +17,21 @@ before each way through /proc/self/clear_refs; elsewhere the measure is None), i
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import torch
+import torch.distributed as tdist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    set_model_state_dict,
+)
+from torch.distributed.fsdp import fully_shard
 
+from fmlab.measure.launch import run_worker_task
+from fmlab.models import build_model
 from fmlab.plan.catalog import ModelPreset
 
 # A model large enough that its bytes stand out from the process's own (about 270 MB in float32), small enough
@@ -50,10 +61,8 @@ def _reset_peak() -> bool:
 
 
 def _same_weights(model, reference: dict[str, torch.Tensor]) -> bool:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if torch.distributed.get_rank() != 0:
+    if tdist.get_rank() != 0:
         return True
     return all(torch.equal(full[k], reference[k]) for k in reference)
 
@@ -61,13 +70,6 @@ def _same_weights(model, reference: dict[str, torch.Tensor]) -> bool:
 def run_rank(folder: str | Path) -> dict:
     """On every rank of an initialised gloo world: save the reference model once, then load it each way into a
     freshly sharded model. Returns {way: {"peak_growth_mb", "same_weights"}} and the sizes."""
-    import torch.distributed as tdist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-    from torch.distributed.fsdp import fully_shard
-
-    from fmlab.models import build_model
-
     folder = Path(folder)
     rank, world = tdist.get_rank(), tdist.get_world_size()
     full_file = folder / "full.pt"
@@ -115,10 +117,6 @@ def run_rank(folder: str | Path) -> dict:
 
 def measure_load_memory(folder: str | Path | None = None, world_size: int = 2) -> list[dict]:
     """Run the three ways on `world_size` gloo processes; one row per way and rank."""
-    import tempfile
-
-    from fmlab.measure.launch import run_worker_task
-
     with tempfile.TemporaryDirectory(prefix="fmlab-load-") as tmp:
         results = run_worker_task("load_memory", world_size, {"folder": str(folder or tmp)})
     rows = []

@@ -31,6 +31,7 @@ import torch.distributed as tdist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
+from fmlab.measure import load_memory  # noqa: E402
 from fmlab.measure.parity import (  # noqa: E402
     compare,
     fsdp1_hybrid_control,
@@ -150,10 +151,8 @@ def task_tp_mlp(args: dict) -> dict:
 def task_load_memory(args: dict) -> dict:
     """Module 8: a full state dict on every rank, broadcast from rank 0, and DCP's sharded load, each rank's
     peak memory (fmlab.measure.load_memory)."""
-    from fmlab.measure.load_memory import run_rank
-
     init_distributed(ParallelConfig())
-    return run_rank(args["folder"])
+    return load_memory.run_rank(args["folder"])
 
 
 def task_suite(args: dict) -> dict:

@@ -19,6 +19,12 @@ def test_data_parallel_notebook(run_notebook):
     assert bare_figures(r.output) == []  # cell 6's traffic figure is drawn, not printed as "<Figure size ...>"
     rec = r.records
     assert rec["same_sequences"] is True  # 2 ranks together read the 1-process batch
+    # the loader against the step: tokenizing in the step's process makes it wait (about 50x the shards' wait here;
+    # held at 3x), and every (source, workers) pair was measured
+    waits = {(w["source"], w["workers"]): w for w in rec["nb04.loader_wait"]}
+    assert set(waits) == {(s, n) for s in ("pre-tokenized shards", "tokenized on the fly") for n in (0, 1, 2)}
+    assert (waits["tokenized on the fly", 0]["wait ms per step"]
+            > 3 * waits["pre-tokenized shards", 0]["wait ms per step"])
     params = compute.param_count(catalog.model("llama2-7b"))  # 6.74B (Touvron et al. 2023)
     assert rec["ring_gb_64"] == pytest.approx(2 * 63 / 64 * params * 2 / 1e9, abs=0.01)
     assert rec["ps_gb_64"] == pytest.approx(64 * params * 2 / 1e9, abs=0.1)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fmlab.jobs.request import capture_request
-from fmlab.jobs.sharded import EFA_ENVIRONMENT, ShardedRun, environment
+from fmlab.jobs.sharded import EFA_ENVIRONMENT, OMITTED_SEED_VARIABLES, ShardedRun, environment
 from fmlab.plan import catalog, compute, layout
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.service.api_model import problems_in
@@ -86,6 +86,18 @@ def test_the_30b_request_validates_and_carries_the_plan(request_30b):
     # room for 3 full training checkpoints (12 bytes/parameter: 360 GB each) on every instance
     assert r["ResourceConfig"]["VolumeSizeInGB"] == run.volume_gb() >= 3 * 360
     assert all(v.source for v in EFA_ENVIRONMENT)
+
+
+def test_the_seeds_nccl_variables_are_left_out_with_reasons(request_30b):
+    """NCCL_LAUNCH_MODE, NCCL_NET_SHARED_COMMS and NCCL_ALGO: the old examples set them, the course's jobs do not,
+    and each says why with its sources (NCCL's env docs and aws-ofi-nccl at a commit)."""
+    run, r = request_30b
+    omitted = {v.name: v for v in OMITTED_SEED_VARIABLES}
+    assert set(omitted) == {"NCCL_LAUNCH_MODE", "NCCL_NET_SHARED_COMMS", "NCCL_ALGO"}
+    assert not set(omitted) & set(r.get("Environment", {}))  # not in the 30B job's request
+    assert not set(omitted) & {v.name for v in EFA_ENVIRONMENT}
+    for v in omitted.values():
+        assert "NVIDIA/nccl" in v.source and "@" in v.source and v.purpose
 
 
 def test_the_twin_keeps_everything_but_the_sizes(request_30b):

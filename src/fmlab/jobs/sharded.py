@@ -77,6 +77,32 @@ EFA_ENVIRONMENT = (
     EnvVar("NCCL_DEBUG", "INFO", "log NCCL's set-up, so the first minutes of the job show which network it "
            "chose (see NCCL_LOG_CHECKS)", _EC2_EFA_NCCL),
 )
+# Variables the 2021-2023 AWS examples set that the course does NOT set, and why (each read 2026-11-28). NCCL files
+# all three under its "Debugging" variables, which "should generally not be set for production code" (NCCL's
+# env.rst, NVIDIA/nccl @ 5067397c, v2.30.7).
+_NCCL_ENV = "NCCL user guide, environment variables (NVIDIA/nccl docs/userguide/source/env.rst @ 5067397c, v2.30.7)"
+_OFI = "aws/aws-ofi-nccl @ 2daf7d30 (after v1.21.1)"
+OMITTED_SEED_VARIABLES = (
+    EnvVar("NCCL_LAUNCH_MODE", "PARALLEL", "how NCCL launches its kernels when one process drives several GPUs; "
+           "PARALLEL is the default, and since NCCL 2.9.6 GROUP is used only when asked for (and deprecated). With "
+           "one process per GPU, as torchrun and mpirun start SageMaker jobs, PARALLEL changes nothing: omitted",
+           f"{_NCCL_ENV}; NCCL src/init.cc and v2.9.6-1 (a46ea105); awsome-distributed-training's NeMo 1.0 config "
+           f"set it (conf.template/config.yaml @ 7217859f); the plug-in never mentions it ({_OFI})"),
+    EnvVar("NCCL_NET_SHARED_COMMS", "0", "since NCCL 2.12: reuse one network connection for PXN's sub-channels "
+           "(default 1). NCCL shares only when the network plug-in accepts several receives at once: aws-ofi-nccl "
+           "reported one (NCCL_OFI_MAX_RECVS 1) up to v1.19, so setting 0 changed nothing on EFA; from v1.20 its RDMA "
+           "protocol takes 8 and its multi-recv design relies on the default 1, which setting 0 would turn off: "
+           "omitted", f"{_NCCL_ENV}; NCCL src/transport/net.cc; {_OFI}, doc/multi-recv.md and v1.20.0's "
+                      "NCCL_OFI_MAX_RECVS"),
+    EnvVar("NCCL_ALGO", "(unset)", "forces NCCL's algorithms (ring, tree, ...); unset, NCCL chooses per topology "
+           "and size, and aws-ofi-nccl's tuner (1.8+) steps aside when it is set (\"Defaulting to internal tuner\", "
+           "v1.17+; an error before): left unset. AWS code still sets NCCL_ALGO=ring in places (the SageMaker "
+           "training toolkit's MPI launcher for model-parallel jobs against a hang from torch 2.0; the DLC's EFA "
+           "test), a workaround, not a setting to copy",
+           f"{_NCCL_ENV}; {_OFI}, src/tuner/nccl_ofi_tuner.cpp (PR #986); aws/sagemaker-training-toolkit "
+           "src/sagemaker_training/mpi.py @ 33839372"),
+)
+
 # What SDK v3 does on top, whatever the request says: its Torchrun driver exports FI_PROVIDER=efa,
 # FI_EFA_USE_DEVICE_RDMA=1, RDMAV_FORK_SAFE=1 and NCCL_PROTO=simple on the EFA instances of its list, and its MPI
 # driver passes FI_PROVIDER, NCCL_PROTO and FI_EFA_USE_DEVICE_RDMA to mpirun (sagemaker-train 1.27.0,

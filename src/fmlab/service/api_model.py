@@ -200,7 +200,11 @@ def _cross_field(request: dict, out: list[Problem]) -> None:
             out.append(Problem("ResourceConfig.InstancePreferences",
                                "each preference needs an InstanceCount when ResourceConfig has none"))
         return
-    if request.get("ServerlessJobConfig"):  # serverless: SageMaker chooses the compute (SDK v3's fine-tuning path)
+    serverless = request.get("ServerlessJobConfig")
+    if serverless:  # serverless: SageMaker chooses the compute (SDK v3's fine-tuning path)
+        if isinstance(serverless, dict) and serverless.get("JobType") == "Evaluation" and not serverless.get(
+                "EvaluationType"):  # the API reference: "Required when serverless job type is Evaluation."
+            out.append(Problem("ServerlessJobConfig.EvaluationType", "is required when JobType is Evaluation"))
         return
     if not resources.get("InstanceGroups") and not resources.get("InstanceType"):
         out.append(Problem("ResourceConfig.InstanceType", "is required (or InstanceGroups, or InstancePreferences)"))

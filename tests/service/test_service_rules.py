@@ -341,3 +341,16 @@ def test_verdicts_say_what_was_not_checked():
     market["AlgorithmSpecification"].pop("TrainingImage")
     [image] = [f for f in service_findings(market) if f.check == "image"]
     assert "brings its own image" in image.message and "no TrainingImage" not in image.message
+
+
+def test_debugger_and_profiler_rules_are_processing_jobs_the_quota_must_hold():
+    """A quoted ResourceLimitExceeded: 11 rules asked for 11 processing-job instances against a quota of 4. The
+    count depends on the account, so preflight warns with the count instead of refusing."""
+    rule = {"RuleConfigurationName": "ProfilerReport", "RuleEvaluatorImage": "895741380848.dkr.ecr.us-west-2."
+            "amazonaws.com/sagemaker-debugger-rules:latest"}
+    r = request(ProfilerRuleConfigurations=[rule], DebugRuleConfigurations=[
+        {**rule, "RuleConfigurationName": f"rule-{i}"} for i in range(10)])
+    found = [f for f in service_findings(r) if f.check == "rule-processing-jobs"]
+    assert [f.level for f in found] == ["warn"] and "11 processing-job instance" in found[0].message
+    assert "issue #200" in found[0].source
+    assert not [f for f in service_findings(request()) if f.check == "rule-processing-jobs"]

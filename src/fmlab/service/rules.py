@@ -147,6 +147,18 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "(MXNet) and Semantic Segmentation algorithms ('For training, ... GPU instances'); the images' repository "
          "names and registries: sagemaker-core 2.27.0, sagemaker/core/image_uri_config/image-classification.json, "
          "object-detection.json, semantic-segmentation.json", read="2026-11-26"),
+    Rule("rule-processing-jobs",
+         "Each Debugger or Profiler rule of a training job (DebugRuleConfigurations, ProfilerRuleConfigurations) "
+         "runs as a processing job beside it, one instance each; CreateTrainingJob counts them against the "
+         "account's 'Number of instances across all processing jobs' quota and refuses the job with "
+         "ResourceLimitExceeded above it. The built-in rules cost nothing extra; a custom rule bills its "
+         "InstanceType.",
+         "data-science-on-aws/data-science-on-aws issue #200 (2021-04-03), quoting: \"ResourceLimitExceeded ... "
+         "when calling the CreateTrainingJob operation: The account-level service limit 'Number of instances across "
+         "all processing jobs' is 4 Instances, with current utilization of 0 Instances and a request delta of 11 "
+         "Instances\" and the fix, fewer rules; developer guide, 'Use built-in profiler rules managed by Amazon "
+         "SageMaker Debugger' ('provided through Amazon SageMaker processing containers ... at no additional cost')",
+         read="2026-11-28"),
 ]}
 
 # The course's own script says so in the request (fmlab.jobs.request sets it): rules about that script apply then
@@ -184,6 +196,16 @@ def _fail(rule: str, message: str, field: str = "") -> Finding:
 
 def _warn(rule: str, message: str) -> Finding:
     return Finding(rule, "warn", message, RULES[rule].cite())
+
+
+def _rule_jobs(request: dict) -> list[Finding]:
+    rules = [*(request.get("DebugRuleConfigurations") or []), *(request.get("ProfilerRuleConfigurations") or [])]
+    if not rules:
+        return []
+    return [_warn("rule-processing-jobs", f"{len(rules)} Debugger/Profiler rule(s) start {len(rules)} processing-job "
+                  "instance(s) beside the training job: the account's 'Number of instances across all processing "
+                  "jobs' quota must hold them, or CreateTrainingJob is refused (ResourceLimitExceeded). Drop the "
+                  "rules you will not read")]
 
 
 def _runtime(request: dict) -> list[Finding]:
@@ -400,5 +422,5 @@ def rule_findings(request: dict, image_processor: str | None = None) -> list[Fin
     if not isinstance(request, dict):
         return []
     return (_runtime(request) + _volume(request) + _retry(request) + _warm_pool(request) + _preferences(request)
-            + _groups(request) + _kms(request) + _checkpoint(request) + _builtin(request)
+            + _groups(request) + _kms(request) + _checkpoint(request) + _builtin(request) + _rule_jobs(request)
             + _library_instances(request, image_processor))

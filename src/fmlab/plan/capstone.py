@@ -54,6 +54,17 @@ class Brief:
     fallback_wait_mean_hours: float = FALLBACK_WAIT_MEAN_HOURS
     spikes_per_run: float = SPIKES_PER_RUN
 
+    def __post_init__(self):
+        for name in ("tokens", "deadline_days", "budget_usd"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise PlanError(f"the brief's {name} must be a finite number > 0, not {value!r}")
+        if self.job_days is not None and not (isinstance(self.job_days, int | float) and 0 < self.job_days < math.inf):
+            raise PlanError(f"the brief's job_days must be a finite number > 0, or None (HyperPod: one long job), "
+                            f"not {self.job_days!r}")
+        if isinstance(self.max_nodes, bool) or not isinstance(self.max_nodes, int) or self.max_nodes < 1:
+            raise PlanError(f"the brief's max_nodes must be a whole number >= 1, not {self.max_nodes!r}")
+
     @property
     def deadline_hours(self) -> float:
         return self.deadline_days * 24

@@ -128,7 +128,7 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         late_probability=late_probability, late_mean_hours=late_mean_hours,
         reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
         else on_demand_rate, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
-        eval_every_hours=eval_every_hours or math.inf, eval_seconds=eval_seconds)
+        eval_every_hours=math.inf if eval_every_hours is None else eval_every_hours, eval_seconds=eval_seconds)
 
 
 # ---------------------------------------------------------------- the simulator's two outside references

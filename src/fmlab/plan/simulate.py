@@ -56,6 +56,26 @@ UNWATCHED_HOURS = 12.0  # assumed: without a gate, a person notices a diverged l
 MAX_EVENTS = 100_000  # a bound on the loop: more events than this in one run is a scenario that cannot finish
 
 
+# Limits that `inf` turns off; every other number must be finite (NaN never passes).
+_MAY_BE_INFINITE = ("job_hours", "window_hours", "spike_mean_hours", "eval_every_hours")
+_NUMBER_FIELDS = ("work_hours", "interval_hours", "save_seconds", "restart_hours", "step_seconds",
+                  "unrecoverable_share", "durable_restart_hours", "node_mtbf_hours", "hang_share", "detection_hours",
+                  "straggler_loss", "job_hours", "start_up_hours", "window_hours", "fallback_wait_mean_hours",
+                  "spike_mean_hours", "eval_every_hours", "eval_seconds", "unwatched_hours", "late_probability",
+                  "late_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "reserved_hours_bought")
+
+
+def _number(name: str, value) -> float:
+    """`value` as a float: a real number (int or float, not bool), finite unless the field is a limit."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise PlanError(f"{name} must be a number, not {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and name not in _MAY_BE_INFINITE):
+        limit = "" if name in _MAY_BE_INFINITE else " (only " + ", ".join(_MAY_BE_INFINITE) + " may be inf)"
+        raise PlanError(f"{name} must be a finite number{limit}, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Scenario:
     """Everything one simulated run depends on; hours unless named otherwise. `inf` turns a limit off."""
@@ -90,12 +110,18 @@ class Scenario:
     reserved_hours_bought: float = 0.0  # paid up front (the window plus its last 30 minutes, whole days)
 
     def __post_init__(self):
-        for name in ("work_hours", "interval_hours", "node_mtbf_hours"):
+        if isinstance(self.interval_hours, float) and math.isinf(self.interval_hours):
+            raise PlanError("interval_hours=inf would mean no checkpoints, which this simulator does not run (every "
+                            "failure would restart from the beginning): give an interval, e.g. Daly's "
+                            "(fmlab.plan.scenario.daly_interval_hours)")
+        for name in _NUMBER_FIELDS:  # every number checked, and stored as a float (numpy needs them so)
+            object.__setattr__(self, name, _number(name, getattr(self, name)))
+        for name in ("work_hours", "interval_hours", "node_mtbf_hours", "spike_mean_hours", "eval_every_hours",
+                     "window_hours", "job_hours"):
             if not getattr(self, name) > 0:
-                raise PlanError(f"{name} must be > 0, not {getattr(self, name)!r}")
-        for name in ("save_seconds", "restart_hours", "durable_restart_hours", "detection_hours", "start_up_hours",
-                     "late_mean_hours", "fallback_wait_mean_hours", "eval_seconds", "unwatched_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "step_seconds",
-                     "reserved_hours_bought"):
+                hint = " (inf: none)" if name in _MAY_BE_INFINITE else ""
+                raise PlanError(f"{name} must be > 0{hint}, not {getattr(self, name)!r}")
+        for name in _NUMBER_FIELDS:
             if not getattr(self, name) >= 0:
                 raise PlanError(f"{name} must be >= 0, not {getattr(self, name)!r}")
         for name in ("hang_share", "late_probability", "unrecoverable_share"):
@@ -103,18 +129,19 @@ class Scenario:
                 raise PlanError(f"{name} must be a share from 0 to 1, not {getattr(self, name)!r}")
         if not 0 <= self.straggler_loss < 1:
             raise PlanError(f"straggler_loss must be in [0, 1), not {self.straggler_loss!r}")
-        if not isinstance(self.nodes, int) or self.nodes < 1:
-            raise PlanError(f"nodes must be a whole number >= 1, not {self.nodes!r}")
+        for name in ("nodes", "extension_days"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise PlanError(f"{name} must be a whole number >= 1, not {value!r}")
+            object.__setattr__(self, name, int(value))
         if self.loses not in ("interval", "step"):
             raise PlanError(f"loses must be 'interval' or 'step', not {self.loses!r}")
         if self.fallback not in ("on-demand", "extend"):
             raise PlanError(f"fallback must be 'on-demand' or 'extend', not {self.fallback!r}")
         if not self.job_hours > self.start_up_hours:
             raise PlanError(f"job_hours ({self.job_hours}) must be longer than the start-up ({self.start_up_hours})")
-        if not (self.spike_mean_hours > 0 and self.eval_every_hours > 0):
-            raise PlanError("spike_mean_hours and eval_every_hours must be > 0 (inf: no spikes, no gate)")
-        if not self.window_hours > 0 or self.extension_days < 1:
-            raise PlanError("window_hours must be > 0 and extension_days at least 1")
+        if self.loses == "step" and not self.step_seconds > 0:
+            raise PlanError("step_seconds must be > 0 for checkpointless recovery (it redoes half a step)")
 
     @property
     def mtbf_hours(self) -> float:
@@ -187,6 +214,12 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
         work *= 1 + s.eval_seconds / 3600 / s.eval_every_hours  # the gate's evaluations stall training
     tau, save = s.interval_hours, s.save_seconds / 3600
     cycle, mtbf = tau + save, s.mtbf_hours
+    if s.loses == "interval":  # a checkpoint commits only after a failure-free cycle: e^(cycle/mtbf) - 1 failures
+        expected = work / tau * math.expm1(min(cycle / mtbf, 700.0))  # each, on average, before it does
+        if expected > MAX_EVENTS / 4:
+            raise PlanError(f"the scenario cannot finish: about {expected:,.0f} failures before the last checkpoint "
+                            f"(a failure every {mtbf:.2g} h against {cycle:.2g} h between checkpoints): save more "
+                            "often, or check node_mtbf_hours and nodes")
 
     late = np.where(rng.random(runs) < s.late_probability, rng.exponential(max(s.late_mean_hours, 1e-12), runs), 0.0)
     wall = late + s.start_up_hours  # the first job's start-up

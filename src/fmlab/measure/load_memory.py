@@ -33,6 +33,7 @@ from torch.distributed.fsdp import fully_shard
 from fmlab.measure.launch import run_worker_task
 from fmlab.models import build_model
 from fmlab.plan.catalog import ModelPreset
+from fmlab.plan.compute import param_count
 
 # A model large enough that its bytes stand out from the process's own (about 270 MB in float32), small enough
 # for a laptop: Llama-style, 4 layers of width 1,024, a vocabulary of 8,192.
@@ -89,8 +90,7 @@ def run_rank(folder: str | Path) -> dict:
                          options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
     dcp.save({"model": model.state_dict()}, checkpoint_id=str(folder / "dcp"))
     del model
-    out: dict = {"model_mb": sum(t.numel() * t.element_size() for t in build_model(PRESET, seed=0).parameters()) / 2**20,
-                 "world": world, "rank": rank}
+    out: dict = {"model_mb": param_count(PRESET) * 4 / 2**20, "world": world, "rank": rank}  # float32 weights
     for way in WAYS:
         model = sharded()
         tdist.barrier()

@@ -1,5 +1,8 @@
-"""Lab 12's checks catch what they should: a plan that does not fit, one that cannot be bought, one with a thin margin and no
-held-out gate where the deadline is close, one over budget, the course's own answer; and pass a right plan (about a second each)."""
+"""Lab 12's checks: a planner that decides passes the named and the drawn briefs; the course's fixed-margin
+reference, a plan hard-coded for one brief, a plan with no reasons and a wrong type fail (a few seconds each).
+
+    .venv/bin/pytest tests/course/test_lab12.py -v
+"""
 
 from dataclasses import replace
 
@@ -7,54 +10,73 @@ import pytest
 
 from fmlab.labs import lab12
 from fmlab.plan import capstone
-from fmlab.plan.parallelism import ParallelConfig
 
-PLANS = {"gpt-30b": (16, 16, 128), "llama3.1-8b": (32, 16, 256)}  # nodes, reserved days, global batch
-
-
-def right(brief):
-    nodes, days, batch = PLANS[brief.model]
-    return capstone.RunPlan(brief.instances[0], nodes, "us-east-1",
-                            ParallelConfig(sharding="hybrid", hybrid_shard_degree=16), batch, days)
+SEED = 31  # the drawn briefs of these tests (the lab draws new ones each time it runs)
 
 
-def too_small_groups(brief):
-    return replace(right(brief), parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=8))
+def with_reasons(run):
+    return replace(run, reasons={d: f"the {d} the search chose" for d in capstone.DECISIONS})
 
 
-def thin_margin_and_no_gate(brief):
-    # 13 days for the run's predicted 12.2, and a loss spike goes unnoticed: three quarters of runs miss
-    return replace(right(brief), reserved_days=13, eval_every_hours=None)
+def searching(brief):
+    """A planner that decides: the check's own search, with a reason for each decision."""
+    return with_reasons(lab12.search(brief, seeds=(7, 8))[0])
 
 
-def twelve_nodes(brief):
-    return replace(right(brief), nodes=12, global_batch=96)
+def the_courses_reference(brief):
+    return with_reasons(capstone.reference_plan(brief))
 
 
-def the_courses_answer(brief):
-    return capstone.reference_plan(brief)
+def hard_coded(brief):
+    """The plan that meets module 7's 30B brief, handed in for every brief."""
+    return with_reasons(lab12.search(capstone.BRIEFS["gpt-30b"], seeds=(7, 8))[0])
 
 
-@pytest.mark.parametrize("wrong, words", [(too_small_groups, "does not fit"), (thin_margin_and_no_gate, "misses the 16-day"),
-                                          (twelve_nodes, "cannot be reserved"),
-                                          (the_courses_answer, "make the plan yourself")])
-def test_the_30b_check_passes_a_right_plan_and_fails_each_mistake(capsys, wrong, words):
-    assert lab12.check_plan(right, "gpt-30b") is True
-    capsys.readouterr()
-    assert lab12.check_plan(wrong, "gpt-30b") is False
-    assert words in capsys.readouterr().out
+def test_a_planner_that_decides_passes_the_named_and_the_drawn_briefs(capsys):
+    assert lab12.check_named(searching) is True
+    assert lab12.check_drawn(searching, seed=SEED) is True
+    out = capsys.readouterr().out
+    assert "against the cheapest passing plan the search found" in out and "seed 31" in out
+    assert all(f"    {d:12} the {d}" in out for d in capstone.DECISIONS)  # every reason printed back
 
 
-def test_the_8b_check_fails_a_plan_over_budget(capsys):
-    def sixty_four(brief):
-        return replace(right(brief), nodes=64, global_batch=512, reserved_days=9)
-    assert lab12.check_plan(right, "llama3.1-8b") is True
-    assert lab12.check_plan(sixty_four, "llama3.1-8b") is False
-    assert "over the budget" in capsys.readouterr().out
+def test_the_courses_fixed_margin_reference_fails_a_drawn_brief(capsys):
+    assert lab12.check_named(the_courses_reference) is True  # it meets notebook 12's briefs...
+    assert lab12.check_drawn(the_courses_reference, seed=SEED) is False  # ...not every brief
+    assert "the course's fixed-margin reference plan fails this brief" in capsys.readouterr().out
+
+
+def test_a_plan_hard_coded_for_one_brief_fails_the_drawn_ones():
+    assert lab12.check_drawn(hard_coded, seed=SEED) is False
+
+
+def test_a_plan_without_a_reason_for_every_decision_fails(capsys):
+    def terse(brief):
+        run = searching(brief)
+        return replace(run, reasons={**run.reasons, "retention": "", "detector": "ok"})
+    assert lab12.check_named(terse) is False
+    assert "RunPlan.reasons for: retention, detector" in capsys.readouterr().out
 
 
 def test_an_unanswered_or_wrongly_typed_plan_fails():
-    assert lab12.check_plan(None, "gpt-30b") is False
-    assert lab12.check_plan(lambda brief: {"nodes": 16}, "gpt-30b") is False
-    with pytest.raises(ValueError, match="brief_key must be one of"):
-        lab12.check_plan(right, "gpt-3")
+    assert lab12.check_named(None) is False
+    assert lab12.check_named(lambda brief: {"nodes": 16}) is False
+
+
+def test_every_drawn_brief_can_be_met_and_the_draws_differ():
+    drawn = lab12.draw(SEED)
+    assert len(drawn) == lab12.DRAWN
+    for brief, best, grade in drawn:
+        assert grade.passed and grade.cost_p90 <= brief.budget_usd and best.reserved_days <= brief.deadline_days
+        for name, a in capstone.LEDGER.items():
+            assert a.low <= getattr(brief, name) <= a.high, name
+    assert any(lab12.reference_fails(brief) for brief, _, _ in drawn)
+    other = lab12.draw(SEED + 1)
+    assert [b.tokens for b, _, _ in drawn] != [b.tokens for b, _, _ in other]
+
+
+@pytest.mark.parametrize("change", [dict(count="3"), dict(count=0), dict(count=True), dict(seed="31"),
+                                    dict(seed=1.5)])
+def test_the_drawn_check_takes_a_whole_count_and_seed(change):
+    with pytest.raises(TypeError, match="count must be|seed must be"):
+        lab12.check_drawn(searching, **{"seed": SEED} | change)

@@ -32,8 +32,11 @@ def test_checkpointless_loses_half_a_step_and_two_minutes_and_still_pays_its_dur
     rare = mtbf / a.unrecoverable_share
     assert cl.interval_hours == pytest.approx(reliability.daly_interval_hours(cl.save_seconds / 3600, rare))
     assert cl.interval_hours > s3.interval_hours
-    durable = reliability.wasted_fraction(cl.interval_hours, cl.save_seconds / 3600, rare, s3.restart_minutes / 60)
-    assert cl.wasted == pytest.approx(durable + (1 - a.unrecoverable_share) * (6 / 3600 + 2 / 60) / mtbf, rel=1e-3)
+    durable = reliability.expected_wasted_fraction(cl.interval_hours, cl.save_seconds / 3600, rare,
+                                                   s3.restart_minutes / 60)
+    absorbed = (1 - a.unrecoverable_share) * (6 / 3600 + 2 / 60) / mtbf
+    # and its upkeep: the steady share AWS's "up to 95%" leaves room for
+    assert cl.wasted == pytest.approx(1 - (1 - durable - absorbed) * (1 - a.checkpointless_overhead), rel=1e-3)
     # the price: a peer's copy of the node's share of the state in host memory, as the memory tier holds
     assert cl.memory_gb_per_node == tiered.memory_gb_per_node == pytest.approx(STATE_GB / 2048)
     assert s3.memory_gb_per_node == 0
@@ -41,9 +44,11 @@ def test_checkpointless_loses_half_a_step_and_two_minutes_and_still_pays_its_dur
 
 def test_at_llama3_scale_the_options_separate_and_the_restart_dominates():
     at_scale = recovery.sweep(STATE_GB, [16, 256, 2048], step_seconds=10)
-    assert all(r.goodput > 0.99 for r in at_scale[16])
+    s3, tiered, cl = at_scale[16]
+    assert s3.goodput > 0.99 and tiered.goodput > 0.99 and cl.goodput < s3.goodput  # its upkeep buys nothing here
     s3, tiered, cl = at_scale[2048]
-    assert cl.goodput > 0.97 > tiered.goodput > s3.goodput  # ~98.0% against ~91.7% and ~91.4%
+    # ~93.1% against ~92.1% and ~91.7%; never above AWS's "up to 95%" at thousands of accelerators
+    assert 0.95 > cl.goodput > tiered.goodput > s3.goodput
     slow = recovery.compare(STATE_GB, 2048, reliability.job_mtbf_hours(2048), 10,
                             recovery.Assumptions(replace_node_minutes=60))
     assert s3.goodput - slow[0].goodput > 0.1  # an hour to replace a node costs more than any save...

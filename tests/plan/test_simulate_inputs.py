@@ -51,8 +51,8 @@ def test_a_brief_with_no_budget_or_deadline_is_refused_not_passed():
     """A NaN budget or deadline used to let every plan pass (every comparison with NaN is False)."""
     from fmlab.plan.capstone import BRIEFS
 
-    for name, value in (("budget_usd", math.nan), ("deadline_days", math.inf), ("tokens", 0), ("job_days", -1.0),
-                        ("max_nodes", 2.5)):
+    for name, value in (("budget_usd", math.nan), ("deadline_days", math.inf), ("tokens", 0), ("max_nodes", 2.5),
+                        ("platforms", ("EC2",)), ("platforms", "training jobs")):
         with pytest.raises(PlanError, match=name):
             dataclasses.replace(BRIEFS["gpt-30b"], **{name: value})
 
@@ -64,3 +64,44 @@ def test_a_gate_every_zero_hours_is_refused_not_read_as_no_gate():
     with pytest.raises(PlanError, match="eval_every_hours must be > 0"):
         scenario.scenario_for(plan, eval_every_hours=0)
     assert math.isinf(scenario.scenario_for(plan, eval_every_hours=None).eval_every_hours)
+
+
+@pytest.mark.parametrize("name", ["node_mtbf_hours", "hang_share", "restart_failure_share", "late_probability",
+                                  "late_mean_hours", "fallback_wait_mean_hours", "spikes_per_run", "unwatched_hours",
+                                  "alert_share", "alert_hours", "sync_over_async", "replace_node_minutes",
+                                  "unrecoverable_share", "checkpointless_overhead"])
+def test_every_assumption_of_a_brief_is_refused_clearly_or_graded_quickly(name):
+    """The ledger's fields (capstone.LEDGER) fed inf, NaN, an int, 0, -1, a bool, a string and 2 (over a share)."""
+    from fmlab.plan import capstone
+
+    base = capstone.BRIEFS["gpt-30b"]
+    run = capstone.reference_plan(base)
+    for value in [*ODD, 2.0]:
+        start = time.perf_counter()
+        try:
+            brief = dataclasses.replace(base, **{name: value})
+            g = capstone.grade(run, brief, runs=200)
+        except PlanError as e:
+            assert name in str(e) or name.replace("_", " ") in str(e) or "cannot finish" in str(e) \
+                or "never finishes" in str(e), (name, value, str(e))
+        else:
+            assert g.problems or math.isfinite(g.p_miss), (name, value)
+        assert time.perf_counter() - start < 1.0, (name, value)
+
+
+@pytest.mark.parametrize("name", ["nodes", "reserved_days", "global_batch", "micro_batch", "interval_hours",
+                                  "keep_checkpoints", "eval_every_hours"])
+def test_every_number_of_a_plan_is_refused_clearly_or_graded_quickly(name):
+    from fmlab.plan import capstone
+
+    brief = capstone.BRIEFS["gpt-30b"]
+    run = capstone.reference_plan(brief)
+    for value in [*ODD, None, 2.5]:
+        start = time.perf_counter()
+        try:
+            g = capstone.grade(dataclasses.replace(run, **{name: value}), brief, runs=200)
+        except PlanError as e:
+            assert name in str(e) or "must be" in str(e), (name, value, str(e))
+        else:
+            assert g.problems or math.isfinite(g.p_miss), (name, value)
+        assert time.perf_counter() - start < 1.0, (name, value)

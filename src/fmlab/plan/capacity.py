@@ -92,6 +92,11 @@ EC2_ON_DEMAND_SOURCE = ("EC2 on-demand Linux price, us-east-1, instances.vantage
 # The same source's price before the 2025 cut: the on-demand price of the Capacity Blocks rates' date. No other
 # type has one read for that date (p5en, p6-b200 and trn1 on-demand at PRICE_DATE: not read).
 EC2_ON_DEMAND_AT_PRICE_DATE: dict[str, float] = {"ml.p5.48xlarge": 98.32}
+# SageMaker's on-demand price of the same date, for a SageMaker job or HyperPod cluster that goes on demand after its
+# training plan: the catalog's SageMaker training price read 2024-06 ($113.07, 15% over EC2's). EC2's p5 price was the
+# same $98.32 in 2024-06 and 2024-12, so SageMaker's is taken as unchanged too (assumed: not read at 2024-12).
+SAGEMAKER_ON_DEMAND_AT_PRICE_DATE: dict[str, float] = {
+    name: catalog.instance(name).price_per_hour for name in EC2_ON_DEMAND_AT_PRICE_DATE}
 # USD per instance-hour, by (instance, Region), where the stored pricing page gives one
 RESERVED_RATE: dict[tuple[str, str], float] = {
     ("ml.p5.48xlarge", "us-east-1"): 39.33, ("ml.p5.48xlarge", "us-east-2"): 39.33,

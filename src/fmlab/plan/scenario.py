@@ -29,8 +29,9 @@ Where each input comes from:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from fmlab.plan import capacity, recovery, reliability
+from fmlab.plan import capacity, platforms, recovery, reliability
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL, Scenario
@@ -46,35 +47,60 @@ def step_seconds(plan, global_batch_tokens: float | None = None) -> float:
     return tokens / (plan.tokens / (plan.days * 86400))
 
 
+def synced_restore_hours(plan, keep: int, assumptions: recovery.Assumptions = ASSUMPTIONS) -> float:
+    """A SageMaker training job's checkpoint download at its start: the whole checkpoint_s3_uri prefix (`keep` saves
+    of the whole training state) to every instance at the node's S3 read rate (module 8)."""
+    return reliability.transfer_hours(keep * plan.checkpoint_gb["training"], assumptions.s3_read_gb_per_s_per_node)
+
+
 def recovery_option(plan, name: str, assumptions: recovery.Assumptions = ASSUMPTIONS,
-                    global_batch_tokens: float | None = None) -> recovery.Option:
-    """Module 11's option `name` for this plan's state and nodes."""
+                    global_batch_tokens: float | None = None, platform: str | None = None,
+                    keep: int = 1) -> recovery.Option:
+    """Module 11's option `name` for this plan's state and nodes; on a platform, with its restart: a SageMaker
+    training job's restart is a new job (its start-up, then the whole synced prefix of `keep` saves to every
+    instance); HyperPod's is module 11's node replacement, each node reading its own shard."""
     state_gb = plan.checkpoint_gb["training"]
     found = {o.name: o for o in recovery.options(state_gb, plan.instances, step_seconds(plan, global_batch_tokens),
                                                  assumptions)}
     if name not in found:
         raise PlanError(f"no recovery option {name!r}: choose one of {', '.join(found)}")
-    return found[name]
+    option = found[name]
+    if platform is not None and platforms.platform(platform).restart_is_new_job:
+        restore = synced_restore_hours(plan, keep, assumptions) if platforms.platform(platform).synced_checkpoints \
+            else reliability.transfer_hours(state_gb / plan.instances, assumptions.s3_read_gb_per_s_per_node)
+        option = replace(option, restart_hours=capacity.START_UP_HOURS + restore)
+    return option
 
 
-def _stall_seconds(option: recovery.Option, async_save: bool) -> float:
-    return option.save_seconds / (SYNC_OVER_ASYNC_STALL if async_save else 1.0)
+def upload_seconds(plan, option: str = "checkpoint to S3", assumptions: recovery.Assumptions = ASSUMPTIONS) -> float:
+    """How long one save takes to reach its store, stall or no stall: each node's share of the state at its write
+    rate (S3, or host memory for the tiered option). A save every fewer seconds than this never completes."""
+    return recovery_option(plan, option, assumptions).save_seconds
 
 
-def _daly_hours(plan, option: recovery.Option, save_seconds: float) -> float:
-    """Daly's interval between durable saves: for every failure, or for checkpointless only the ones it cannot
-    absorb (rarer, so longer)."""
-    mtbf = reliability.job_mtbf_hours(plan.instances)
-    rare = mtbf / option.unrecoverable_share if option.loses == "step" else mtbf
-    return reliability.daly_interval_hours(max(save_seconds, 1e-6) / 3600, rare)
+def _stall_seconds(option: recovery.Option, async_save: bool, sync_over_async: float = SYNC_OVER_ASYNC_STALL) -> float:
+    return option.save_seconds / (sync_over_async if async_save else 1.0)
+
+
+def _daly_hours(plan, option: recovery.Option, save_seconds: float, spikes_per_hour: float = 0.0,
+                node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours) -> float:
+    """Daly's interval between durable saves, for the events that roll back to one: every failure (for
+    checkpointless only the ones it cannot absorb) and every loss spike, their rates added."""
+    mtbf = reliability.job_mtbf_hours(plan.instances, node_mtbf_hours)
+    rate = (option.unrecoverable_share if option.loses == "step" else 1.0) / mtbf + spikes_per_hour
+    return reliability.daly_interval_hours(max(save_seconds, 1e-6) / 3600, 1 / rate)
 
 
 def daly_interval_hours(plan, option: str = "checkpoint to S3", async_save: bool = True,
-                        assumptions: recovery.Assumptions = ASSUMPTIONS) -> float:
+                        assumptions: recovery.Assumptions = ASSUMPTIONS, spikes_per_run: float = 0.0,
+                        node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours) -> float:
     """Module 8's checkpoint interval for this plan: Daly's optimum for the option's save stall (asynchronous saves
-    stall SYNC_OVER_ASYNC_STALL times less) and Llama 3's failure rate on the plan's nodes."""
+    stall SYNC_OVER_ASYNC_STALL times less) and the rate of what rolls back to a save: Llama 3's failures on the
+    plan's nodes and, given `spikes_per_run`, the run's loss spikes."""
     chosen = recovery_option(plan, option, assumptions)
-    return _daly_hours(plan, chosen, _stall_seconds(chosen, async_save))
+    spikes = spikes_per_run / (plan.days * 24) if spikes_per_run > 0 else 0.0
+    return max(_daly_hours(plan, chosen, _stall_seconds(chosen, async_save), spikes, node_mtbf_hours),
+               chosen.save_seconds / 3600)
 
 
 def checkpoint_every_steps(plan, option: str = "checkpoint to S3", async_save: bool = True,
@@ -91,16 +117,25 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
                  hang_share: float = 0.0, collective_timeout_s: float = 80.0, straggler_loss: float = 0.0,
                  late_probability: float = 0.0, late_mean_hours: float = 0.0,
                  fallback_wait_mean_hours: float = 0.0, eval_every_hours: float | None = None,
-                 eval_tokens: float = 10e6, spikes_per_run: float = 0.0) -> Scenario:
+                 eval_tokens: float = 10e6, spikes_per_run: float = 0.0, platform: str | None = None,
+                 keep: int = 1, alert_share: float = 0.0, alert_hours: float = 0.0,
+                 restart_failure_share: float = 0.0, node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours,
+                 sync_over_async: float = SYNC_OVER_ASYNC_STALL,
+                 unwatched_hours: float | None = None) -> Scenario:
     """The simulator's scenario for `plan` with the choices a learner makes: recovery option, interval (default:
-    Daly's), synchronous or asynchronous saves, the days reserved (None: on demand throughout) in `region`, what
-    happens after them, the job limit (None: one job, as on HyperPod), the evaluation gate's interval (None: no
-    gate)."""
-    chosen = recovery_option(plan, option, assumptions, global_batch_tokens)
-    save = _stall_seconds(chosen, async_save)
+    Daly's for failures and spikes together), synchronous or asynchronous saves, the days reserved (None: on demand
+    throughout) in `region`, what happens after them, the job limit (None: one job, as on HyperPod), the evaluation
+    gate's interval (None: no gate), a loss alert (the share of spikes it catches, and how fast). On a `platform`
+    (fmlab.plan.platforms) the restart is that platform's (a training job's downloads the `keep` saves of the synced
+    prefix) and the on-demand hours after a reservation are priced at SageMaker's rate; without one, at EC2's."""
+    chosen = recovery_option(plan, option, assumptions, global_batch_tokens, platform, keep)
+    save = _stall_seconds(chosen, async_save, sync_over_async)
+    spike_hours = plan.days * 24 / spikes_per_run if spikes_per_run > 0 else math.inf
     if interval_hours is None:
-        interval_hours = _daly_hours(plan, chosen, save)
-    on_demand_rate = capacity.EC2_ON_DEMAND_AT_PRICE_DATE.get(plan.instance, math.nan) * plan.instances
+        interval_hours = max(_daly_hours(plan, chosen, save, 1 / spike_hours, node_mtbf_hours),
+                             chosen.save_seconds / 3600)
+    prices = capacity.SAGEMAKER_ON_DEMAND_AT_PRICE_DATE if platform else capacity.EC2_ON_DEMAND_AT_PRICE_DATE
+    on_demand_rate = prices.get(plan.instance, math.nan) * plan.instances
     window, bought, reserved_rate = math.inf, 0.0, 0.0
     if reserved_days is not None:
         rate = capacity.RESERVED_RATE.get((plan.instance, region))
@@ -112,11 +147,12 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         window = bought - capacity.PLAN_END_MINUTES / 60
         reserved_rate = rate * capacity.plan_count(plan.instances)
     if math.isnan(on_demand_rate) and (reserved_days is None or fallback == "on-demand"):
-        raise PlanError(f"no EC2 on-demand price of {capacity.PRICE_DATE} for {plan.instance} to price the "
-                        "on-demand hours with (the reserved rates' date: capacity.PRICE_BASIS)")
+        raise PlanError(f"no {'SageMaker' if platform else 'EC2'} on-demand price of {capacity.PRICE_DATE} for "
+                        f"{plan.instance} to price the on-demand hours with (the reserved rates' date: "
+                        "capacity.PRICE_BASIS)")
     tokens_per_hour = plan.tokens / (plan.days * 24)
-    spike_hours = plan.days * 24 / spikes_per_run if spikes_per_run > 0 else math.inf
     eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token
+    extra = {} if unwatched_hours is None else {"unwatched_hours": unwatched_hours}
     return Scenario(
         work_hours=plan.days * 24, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
         restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds,
@@ -128,7 +164,9 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
         late_probability=late_probability, late_mean_hours=late_mean_hours,
         reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
         else on_demand_rate, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
-        eval_every_hours=math.inf if eval_every_hours is None else eval_every_hours, eval_seconds=eval_seconds)
+        eval_every_hours=math.inf if eval_every_hours is None else eval_every_hours, eval_seconds=eval_seconds,
+        node_mtbf_hours=node_mtbf_hours, restart_failure_share=restart_failure_share, alert_share=alert_share,
+        alert_hours=alert_hours, steady_overhead=chosen.steady_overhead, **extra)
 
 
 # ---------------------------------------------------------------- the simulator's two outside references

@@ -14,11 +14,17 @@ One run, as the simulator plays it (hours of wall clock from the day the capacit
 - failures come at the job's rate (Llama 3's per-node rate times `nodes`, an exponential clock): a share
   `hang_share` hang and are noticed only when the collective timeout fires (`detection_hours`), the rest at once;
   then the recovery option's restart (`restart_hours`) and, for a checkpoint restart ("interval"), the work since
-  the last save is redone. Checkpointless ("step") absorbs a failure with half a step redone on average, except the
+  the last save is redone. A restart can fail (`restart_failure_share`: tried again in full) or be struck by the
+  next failure before it is done (the same exponential clock: at 100,000 nodes a 15-minute restart outlasts the job's
+  MTBF), and is then begun again; Checkpointless ("step") absorbs a failure with half a step redone on average, except the
   share `unrecoverable_share`, which restarts from the durable save (`durable_restart_hours`);
-- the loss diverges now and then (`spike_mean_hours` of training between spikes); the evaluation gate notices it at
-  its next held-out evaluation (every `eval_every_hours`, each stalling training `eval_seconds`; without a gate,
-  after `unwatched_hours`), and the run rolls back to the last save before the spike and restarts;
+- the loss diverges now and then (`spike_mean_hours` of training between spikes); a loss alert on the training loss
+  notices a share `alert_share` of them within `alert_hours`, the evaluation gate the rest at its next held-out
+  evaluation (every `eval_every_hours`, each stalling training `eval_seconds`; without a gate, after
+  `unwatched_hours`), and the run rolls back to the last save before the spike and restarts, skipping the batches
+  around the spike as PaLM did (Chowdhery et al. 2022, section 5.1: restarted about 100 steps before the spike and
+  skipped 200-500 batches), so the same data does not spike it again;
+- a steady overhead (`steady_overhead`: e.g. keeping checkpointless's replica in step) slows all training;
 - a job ends at its time limit (`job_hours`: SageMaker's 28 days, or the job's MaxRuntime) after a last save, and
   the next job of the chain pays `start_up_hours`;
 - the reserved window ends (`window_hours`: what was bought, less the 30 minutes in which the plan already ends its
@@ -52,6 +58,7 @@ LLAMA3_EFFECTIVE_TRAINING = 0.90  # "higher than 90% effective training time" (L
 # Loss spikes: PaLM 540B "observed spikes in the loss roughly 20 times during training" (Chowdhery et al., "PaLM:
 # Scaling Language Modeling with Pathways", 2022, section 5.1): the published reference for how many a run may see.
 PALM_SPIKES = 20
+PALM_SKIPPED_BATCHES = (200, 500)  # section 5.1: batches skipped after each rollback
 UNWATCHED_HOURS = 12.0  # assumed: without a gate, a person notices a diverged loss within half a day
 MAX_EVENTS = 100_000  # a bound on the loop: more events than this in one run is a scenario that cannot finish
 
@@ -62,7 +69,8 @@ _NUMBER_FIELDS = ("work_hours", "interval_hours", "save_seconds", "restart_hours
                   "unrecoverable_share", "durable_restart_hours", "node_mtbf_hours", "hang_share", "detection_hours",
                   "straggler_loss", "job_hours", "start_up_hours", "window_hours", "fallback_wait_mean_hours",
                   "spike_mean_hours", "eval_every_hours", "eval_seconds", "unwatched_hours", "late_probability",
-                  "late_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "reserved_hours_bought")
+                  "late_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "reserved_hours_bought",
+                  "restart_failure_share", "alert_share", "alert_hours", "steady_overhead")
 
 
 def _number(name: str, value) -> float:
@@ -108,6 +116,10 @@ class Scenario:
     reserved_usd_per_hour: float = 0.0  # the whole reservation's rate (every instance)
     on_demand_usd_per_hour: float = 0.0  # the same instances on demand
     reserved_hours_bought: float = 0.0  # paid up front (the window plus its last 30 minutes, whole days)
+    restart_failure_share: float = 0.0  # restarts that fail and are tried again in full
+    alert_share: float = 0.0  # loss spikes a loss alert on the training loss catches ...
+    alert_hours: float = 0.0  # ... within this long
+    steady_overhead: float = 0.0  # share of training time lost every step (e.g. a replica kept in step)
 
     def __post_init__(self):
         if isinstance(self.interval_hours, float) and math.isinf(self.interval_hours):
@@ -124,11 +136,12 @@ class Scenario:
         for name in _NUMBER_FIELDS:
             if not getattr(self, name) >= 0:
                 raise PlanError(f"{name} must be >= 0, not {getattr(self, name)!r}")
-        for name in ("hang_share", "late_probability", "unrecoverable_share"):
+        for name in ("hang_share", "late_probability", "unrecoverable_share", "alert_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise PlanError(f"{name} must be a share from 0 to 1, not {getattr(self, name)!r}")
-        if not 0 <= self.straggler_loss < 1:
-            raise PlanError(f"straggler_loss must be in [0, 1), not {self.straggler_loss!r}")
+        for name in ("straggler_loss", "restart_failure_share", "steady_overhead"):
+            if not 0 <= getattr(self, name) < 1:
+                raise PlanError(f"{name} must be in [0, 1), not {getattr(self, name)!r}")
         for name in ("nodes", "extension_days"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
@@ -204,12 +217,30 @@ def _trained(elapsed: np.ndarray, tau: float, cycle: float) -> np.ndarray:
     return tau * np.floor(elapsed / cycle) + np.minimum(np.mod(elapsed, cycle), tau)
 
 
+def _restarts(rng, restart: np.ndarray, mtbf: float, fail_share: float) -> tuple[np.ndarray, np.ndarray]:
+    """Hours until training runs again after restarts of `restart` hours each, and the failures that struck during
+    them: an attempt is cut short by the next failure (the job's exponential clock, memoryless) or fails at its end
+    (`fail_share`); either way it is begun again. Failed attempts are geometric; one cut short lasts, on average,
+    an exponential's mean given it is shorter than the restart."""
+    restart = np.asarray(restart, dtype=float)
+    p_hit = -np.expm1(-restart / mtbf)
+    p_ok = (1 - p_hit) * (1 - fail_share)
+    if np.any(p_ok < 1e-6):
+        raise PlanError(f"a restart of {restart.max():.2g} h almost never finishes (a failure every {mtbf:.2g} h, "
+                        f"{fail_share:.0%} of restarts failing): restart faster, or use fewer nodes")
+    failed = rng.geometric(p_ok) - 1
+    hit = rng.binomial(failed, np.clip(p_hit / np.maximum(1 - p_ok, 1e-300), 0.0, 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cut = np.where(p_hit > 0, mtbf - restart * np.exp(-restart / mtbf) / np.maximum(p_hit, 1e-300), 0.0)
+    return restart + hit * cut + (failed - hit) * restart, hit
+
+
 def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     """`runs` independent runs of scenario `s`, all advanced together one event at a time (numpy)."""
     if not isinstance(runs, int) or runs < 1:
         raise PlanError(f"runs must be a whole number >= 1, not {runs!r}")
     rng = np.random.default_rng(seed)
-    work = s.work_hours / (1 - s.straggler_loss)  # stragglers: the same work at a lower rate
+    work = s.work_hours / (1 - s.straggler_loss) / (1 - s.steady_overhead)  # the same work at a lower rate
     if math.isfinite(s.eval_every_hours):
         work *= 1 + s.eval_seconds / 3600 / s.eval_every_hours  # the gate's evaluations stall training
     tau, save = s.interval_hours, s.save_seconds / 3600
@@ -260,8 +291,10 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
             absorbed = (rng.random(fail.size) >= s.unrecoverable_share) if s.loses == "step" \
                 else np.zeros(fail.size, dtype=bool)
             notice = np.where(rng.random(fail.size) < s.hang_share, s.detection_hours, 0.0)
-            restart = np.where(absorbed, s.restart_hours,
-                               s.durable_restart_hours if s.loses == "step" else s.restart_hours)
+            restart, struck = _restarts(rng, np.where(absorbed, s.restart_hours, s.durable_restart_hours
+                                                      if s.loses == "step" else s.restart_hours), mtbf,
+                                        s.restart_failure_share)
+            failures[fail] += struck
             half_step = np.where(absorbed, rng.random(fail.size) * s.step_seconds / 3600, 0.0)
             back_to = np.floor(total / cycle) * cycle  # the last completed save
             lost[fail] += notice + restart + half_step + np.where(absorbed, 0.0, total - back_to)
@@ -276,12 +309,17 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
             total = phase[spiked]
             notice = (rng.random(spiked.size) * s.eval_every_hours if math.isfinite(s.eval_every_hours)
                       else np.full(spiked.size, s.unwatched_hours))
+            notice = np.where(rng.random(spiked.size) < s.alert_share, s.alert_hours, notice)
+            # the work since the save before the spike is redone: the spike, and the training until it is noticed
             back_to = np.floor(total / cycle) * cycle
-            lost[spiked] += total - back_to + notice + s.restart_hours
+            restart, struck = _restarts(rng, np.full(spiked.size, s.durable_restart_hours if s.loses == "step"
+                                                     else s.restart_hours), mtbf, s.restart_failure_share)
+            failures[spiked] += struck
+            lost[spiked] += total - back_to + notice + restart
             anchor[spiked] += tau * np.floor(total / cycle)
             phase[spiked] = 0.0
-            wall[spiked] += notice + s.restart_hours
-            in_job[spiked] += notice + s.restart_hours
+            wall[spiked] += notice + restart
+            in_job[spiked] += notice + restart
 
         ends = idx[event == 2]
         if ends.size:  # the job's time limit or the window's end: a last save, then a new job

@@ -1,10 +1,12 @@
 """Notebook 12 (the capstone) runs top to bottom on 2 cores in seconds and records its figures: the plan passes its
-brief, the simulator agrees with Young/Daly and with Llama 3's reported effective training time, and the bare
-reservation misses the deadline several times as often as module 11's (at the predicted 12.2 days, not always)."""
+brief; the simulator agrees with Young/Daly, with renewal theory's exact expectation and with Llama 3's reported
+effective training time; the bare reservation misses several times as often as module 11's; the margin sized from
+P(miss) passes for less; the sensitivity chart ranks the ledger's assumptions; the 8B brief's platforms are compared."""
 
 import pytest
 
 from fmlab.course.run import bare_figures
+from fmlab.plan import capstone
 
 pytestmark = pytest.mark.notebook
 
@@ -12,15 +14,28 @@ pytestmark = pytest.mark.notebook
 def test_notebook_12_plans_simulates_and_prices_each_choice(run_notebook):
     r = run_notebook("notebooks/12_capstone.ipynb", runs=2000)
     assert r.ok, r.error
-    assert bare_figures(r.output) == []  # the histogram and the cost curve are drawn
+    assert bare_figures(r.output) == []  # the histogram, the cost curve and the tornado are drawn
     rec = r.records
     sim = rec["nb12.simulation"]
     assert sim["P(miss deadline)"] <= 0.10 and sim["cost P90 $"] <= 260_000 and sim["runs"] == 2000
-    assert 0.98 < rec["nb12.checks"]["closed_ratio"] < 1.02 and 0.90 < rec["nb12.checks"]["llama3"] < 0.95
+    checks = rec["nb12.checks"]
+    assert 0.98 < checks["closed_ratio"] < 1.02 and 0.98 < checks["exact_ratio"] < 1.02
+    assert 0.90 < checks["llama3"] < 0.95
+    assert set(rec["nb12.ledger"]) == set(capstone.LEDGER)
+    cp = rec["nb12.checkpoints"]
+    assert cp["daly_with_spikes_h"] < cp["daly_failures_h"] and cp["upload_s"] < 3600 * cp["daly_with_spikes_h"]
+    assert cp["keep"] == capstone.keep_needed(cp["daly_with_spikes_h"], 1.0)
     choices = {row["choice"]: row for row in rec["nb12.variations"]}
     assert choices["the plan as it is"]["passes"] is True
     bare = next(row for label, row in choices.items() if label.startswith("reservation at margin x1 ("))
     plan_miss = choices["the plan as it is"]["P(miss)"]
     assert bare["P(miss)"] > max(3 * plan_miss, 0.02)  # the margin is insurance: it buys most of the risk away
+    assert not next(row for label, row in choices.items() if label.startswith("no detector"))["passes"]
+    sized = rec["nb12.sized"]
+    assert sized["sized_days"] < sized["rule_days"] and sized["sized_p_miss"] <= 0.10 and sized["saving"] > 0
+    swings = [abs(row["P(miss) at high"] - row["P(miss) at low"]) for row in rec["nb12.sensitivity"]]
+    assert swings == sorted(swings, reverse=True) and swings[0] > 0.3
+    assert {rec["nb12.sensitivity"][0]["assumption"], rec["nb12.sensitivity"][1]["assumption"]} >= {"spikes_per_run"}
     other = rec["nb12.other_brief"]
-    assert [row["passes"] for row in other] == [True, True]  # the 8B brief's deadline has room: no margin needed
+    assert {row["platform"] for row in other} == {"training jobs", "HyperPod Slurm", "HyperPod EKS"}
+    assert all(row["passes"] for row in other), [row["why not"] for row in other]

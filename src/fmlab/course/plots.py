@@ -206,10 +206,39 @@ def run_outcomes(outcomes, deadline_days: float, budget_usd: float, title: str =
     p90 = outcomes.cost_percentile(90) / 1e3
     right.axvline(budget_usd / 1e3, color="#c44e52", linestyle="--", label=f"budget ${budget_usd / 1e3:,.0f}k")
     right.axvline(p90, color="#55a868", linestyle=":", label=f"P90 ${p90:,.0f}k")
-    right.set(xlabel="cost (thousand USD, EC2 prices)", ylabel="share of runs at or below", ylim=(0, 1.02),
+    right.set(xlabel="cost (thousand USD, prices of one date)", ylabel="share of runs at or below", ylim=(0, 1.02),
               title="cost, cumulative")
     right.legend(loc="lower right")
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def tornado(rows: list[dict], max_miss: float = 0.10, budget_usd: float | None = None):
+    """Module 12: each assumption of the ledger at its low and its high (capstone.sensitivity's rows), as bars of
+    P(miss) and of the P90 cost around the plan's own, the widest swing on top."""
+    import matplotlib.pyplot as plt
+
+    rows = rows[::-1]  # the widest at the top of the chart
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.38 * len(rows) + 1.4), sharey=True)
+    names = [r["assumption"] for r in rows]
+    cost_key = next(k for k in rows[0] if k.endswith("cost $") and "at" not in k)
+    for ax, key, scale, limit, label in (
+            (left, "P(miss)", 100, 100 * max_miss, "P(miss the deadline), %"),
+            (right, cost_key, 1e-3, budget_usd / 1e3 if budget_usd else None, "P90 cost, thousand USD")):
+        base = rows[0][key] * scale
+        low = [r[f"{key} at low" if key == "P(miss)" else key.replace(" $", " at low $")] * scale for r in rows]
+        high = [r[f"{key} at high" if key == "P(miss)" else key.replace(" $", " at high $")] * scale for r in rows]
+        y = range(len(rows))
+        ax.barh(y, [v - base for v in low], left=base, color="#4c72b0", label="at the range's low")
+        ax.barh(y, [v - base for v in high], left=base, color="#dd8452", alpha=0.8, label="at the range's high")
+        ax.axvline(base, color="black", linewidth=0.8)
+        if limit:
+            ax.axvline(limit, color="#c44e52", linestyle="--", label="the limit")
+        ax.set(xlabel=label)
+        ax.legend(fontsize=7, loc="lower right")
+    left.set_yticks(range(len(rows)), names)
+    fig.suptitle("each assumption from its low to its high, the others as the brief has them")
     fig.tight_layout()
     return fig

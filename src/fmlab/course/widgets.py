@@ -96,8 +96,9 @@ def cost_calculator(model: str = "gpt-30b", tokens_billion: float = 300, instanc
 
 
 def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
-    """Module 12: the plan's interval, recovery option, margin and nodes as controls; each change re-plans (layout by
-    module 6's rule, reservation by module 11's) and re-simulates `runs` runs (well under a second)."""
+    """Module 12: the plan's platform, recovery option, interval, saves kept, detector, margin and nodes as controls;
+    each change re-plans (layout by module 6's rule, reservation by module 11's) and re-simulates `runs` runs (well
+    under a second). A plan the grader refuses (a recovery its platform cannot run, too few saves kept) says why."""
     import dataclasses
 
     import ipywidgets as w
@@ -108,10 +109,16 @@ def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
     style, layout = {"description_width": "170px"}, w.Layout(width="440px")
     daly = capstone.scenario_of(run, brief).interval_hours
     controls = {
-        "interval": w.FloatLogSlider(value=daly, base=10, min=-2, max=1.3, step=0.05, readout_format=".2f",
-                                     description="Checkpoint interval (h)", style=style, layout=layout),
+        "platform": w.Dropdown(options=list(brief.platforms), value=run.platform, description="Platform",
+                               style=style, layout=layout),
         "recovery": w.Dropdown(options=["checkpoint to S3", "tiered: memory, then S3", "checkpointless"],
                                value=run.recovery, description="Recovery option", style=style, layout=layout),
+        "interval": w.FloatLogSlider(value=daly, base=10, min=-2, max=1.3, step=0.05, readout_format=".2f",
+                                     description="Checkpoint interval (h)", style=style, layout=layout),
+        "keep": w.IntSlider(value=run.keep_checkpoints, min=1, max=40, description="Saves kept", style=style,
+                            layout=layout),
+        "detector": w.Dropdown(options=list(capstone.DETECTORS), value=run.detector, description="Spike detector",
+                               style=style, layout=layout),
         "margin": w.FloatSlider(value=capacity.JOB_MARGIN, min=1.0, max=2.0, step=0.05, description="Margin (x run)",
                                 style=style, layout=layout),
         "nodes": w.Dropdown(options=[n for n in capacity.PLAN_COUNTS if 4 <= n <= brief.max_nodes], value=run.nodes,
@@ -122,20 +129,24 @@ def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
     def update(_=None):
         c = {k: v.value for k, v in controls.items()}
         try:
-            planned = capstone.plan_for(brief, run.instance, c["nodes"], run.region, c["margin"], run.reservation_kind)
+            planned = capstone.plan_for(brief, run.instance, c["nodes"], run.region, c["margin"], run.reservation_kind,
+                                        platform=c["platform"])
         except PlanError as e:
             result.value = f"<b>cannot be planned:</b> {e}"
             return
         parallel, days = planned.parallel, planned.reserved_days
         changed = dataclasses.replace(run, nodes=c["nodes"], parallel=parallel, reserved_days=days,
-                                      global_batch=planned.global_batch * run.micro_batch,
-                                      interval_hours=c["interval"], recovery=c["recovery"])
+                                      global_batch=planned.global_batch * run.micro_batch, platform=c["platform"],
+                                      interval_hours=c["interval"], recovery=c["recovery"],
+                                      keep_checkpoints=c["keep"], detector=c["detector"])
         g = capstone.grade(changed, brief, seeds=(seed,), runs=runs)
         verdict = "passes" if g.passed else "fails: " + "; ".join(g.problems + g.failed)
-        result.value = (f"<b>{c['nodes']} x {run.instance}</b>, {parallel.label}, {days} days reserved<br>"
-                        f"P(miss the {brief.deadline_days:g}-day deadline) <b>{g.p_miss:.1%}</b><br>"
-                        f"P{capstone.P_COST} cost <b>${g.cost_p90:,.0f}</b> (budget ${brief.budget_usd:,.0f})<br>"
-                        f"goodput {g.goodput:.2%}<br>{verdict}")
+        figures = "" if g.problems else (
+            f"P(miss the {brief.deadline_days:g}-day deadline) <b>{g.p_miss:.1%}</b><br>"
+            f"P{capstone.P_COST} cost <b>${g.cost_p90:,.0f}</b> (budget ${brief.budget_usd:,.0f})<br>"
+            f"goodput {g.goodput:.2%}<br>")
+        result.value = (f"<b>{c['nodes']} x {run.instance}</b> on {c['platform']}, {parallel.label}, {days} days "
+                        f"reserved<br>{figures}{verdict}")
 
     for control in controls.values():
         control.observe(update, names="value")

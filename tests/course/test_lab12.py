@@ -80,3 +80,16 @@ def test_every_drawn_brief_can_be_met_and_the_draws_differ():
 def test_the_drawn_check_takes_a_whole_count_and_seed(change):
     with pytest.raises(TypeError, match="count must be|seed must be"):
         lab12.check_drawn(searching, **{"seed": SEED} | change)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(recovery="checkpointless"), "does not run on training jobs"),
+    (dict(interval_hours=5 / 3600), "never completes"),
+    (dict(keep_checkpoints=1), "cannot reach back past a spike"),
+    (dict(reservation_kind="capacity block"), "EC2 Capacity Block"),
+])
+def test_the_check_refuses_what_the_platform_or_physics_rules_out(capsys, change, words):
+    def wrong(brief):
+        return replace(searching(brief), platform="training jobs", **change)
+    assert lab12.check_named(wrong) is False
+    assert words in capsys.readouterr().out

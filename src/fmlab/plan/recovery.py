@@ -45,7 +45,7 @@ class Assumptions:
     s3_read_gb_per_s_per_node: float = 1.25
     memory_write_gb_per_s_per_node: float = 10.0  # assumed: GPU -> pinned host memory, shared by the node's 8 GPUs
     peer_gb_per_s_per_node: float = 12.5  # assumed: 100 Gbit/s of a node's EFA for state from a peer's memory
-    replace_node_minutes: float = 10.0  # assumed: detect, replace (spare node), rejoin
+    replace_node_minutes: float = 10.0  # assumed: detect, replace (a healthy node from AWS: no spare is reserved), rejoin
     restart_minutes: float = 5.0  # assumed: processes, rendezvous, NCCL initialisation, data loader
     unrecoverable_share: float = 0.1  # assumed: failures checkpointless cannot absorb (restart from S3)
     # assumed: what keeping checkpointless's replica in GPU memory costs every step (a second optimizer instance

@@ -328,3 +328,22 @@ def test_a_fault_fires_once_per_drill_even_after_a_job_retry(tmp_path):
     first.marker.write_text("kill at step 3 on rank 0\n")  # what _strike leaves before the SIGKILL
     assert not Faults.from_config(cfg, rank=0, world_size=1, env={}).armed
     assert not Faults.from_config(cfg, rank=0, world_size=1, env={"TORCHELASTIC_RESTART_COUNT": "0"}).armed
+
+
+def test_a_loss_spike_is_stopped_by_the_loss_alert_before_the_diverged_model_is_saved(tmp_path, dataset):
+    """--fault spike adds noise to every weight at step 7: the loss jumps about fourfold and stays up. With
+    --loss-alert 2 the run stops at that step's log line with LossSpike, naming step 6's checkpoint to roll back to;
+    no checkpoint of the diverged model is written (module 12's loss alert, the detector notebook 12 prices)."""
+    from fmlab.train.loop import LossSpike
+
+    args = ["--model", "tiny", "--data", dataset, "--max-steps", "9", "--micro-batch", "4", "--warmup-steps", "2",
+            "--log-every", "1", "--tensorboard", "false", "--fault", "spike", "--fault-step", "7"]
+    free = train(parse_config([*args, "--output-dir", str(tmp_path / "free")]))
+    assert free.losses[7] > 3 * free.losses[6] and free.losses[9] > 3 * free.losses[6]  # it does not come back
+    with pytest.raises(LossSpike, match=r"step 7's loss .* the mean of the 5 logged before it .*--loss-alert 2\).*"
+                                        r"roll back to .*step_00000006 and skip the batches around step 7"):
+        train(parse_config([*args, "--output-dir", str(tmp_path / "alert"), "--loss-alert", "2",
+                            "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "3"]))
+    assert [c.step for c in complete_checkpoints(tmp_path / "ck")] == [3, 6]
+    with pytest.raises(TrainConfigError, match="--loss-alert must be 0 \\(off\\) or a factor above 1"):
+        train(parse_config([*args, "--loss-alert", "0.5"]))

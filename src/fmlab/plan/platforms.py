@@ -47,7 +47,7 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in [
              "the job fails; the next job of the chain starts (instances, image, data), downloads the checkpoint "
              "and resumes",
              synced_checkpoints=True, restart_is_new_job=True,
-             loss_alert="the training script checks its own loss every step and stops with an error",
+             loss_alert="the script's own: fmlab.train --loss-alert 2 stops the job before it saves a diverged model",
              source=("SageMaker developer guide, 'Use checkpoints in Amazon SageMaker AI' (" + _DG
                      + "model-checkpoints.html): the checkpoint_s3_uri prefix is copied to /opt/ml/checkpoints on "
                        "every instance at start; CreateTrainingJob MaxRuntimeInSeconds at most 28 days; "
@@ -56,7 +56,7 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in [
              "auto-resume: HyperPod replaces the faulty node and restarts the job step, which reads its newest "
              "checkpoint, each node its own shard",
              synced_checkpoints=False, restart_is_new_job=False,
-             loss_alert="the training script checks its own loss every step and stops with an error",
+             loss_alert="the script's own: fmlab.train --loss-alert 2 stops the job before it saves a diverged model",
              source=(_DG + "sagemaker-hyperpod-resiliency-slurm-auto-resume.html ('Automatic node recovery and "
                      "auto-resume'); training plans for target hyperpod-cluster; read " + READ)),
     Platform("HyperPod EKS", ("checkpoint to S3", "tiered: memory, then S3", "checkpointless"), ("training plan",),
@@ -64,7 +64,7 @@ PLATFORMS: dict[str, Platform] = {p.name: p for p in [
              "the training operator restarts the failed processes (or the job) on a healthy node; tiered "
              "checkpoints come back from a peer's memory; checkpointless hands the state over from a replica",
              synced_checkpoints=False, restart_is_new_job=False,
-             loss_alert="the training operator's logMonitoringConfiguration watches the logged loss (or the script)",
+             loss_alert="the training operator's logMonitoringConfiguration on the logged loss, or the script's own",
              source=("API_ClusterTieredStorageConfig (tiered checkpointing: HyperPod clusters orchestrated by EKS); "
                      + _DG + "sagemaker-eks-checkpointless-in-process-recovery.html (checkpointless, EKS); " + _DG
                      + "sagemaker-eks-operator.html (the training operator: 'automatic monitoring of critical "

@@ -82,8 +82,9 @@ class TrainConfig:
     collective_timeout: float = 80.0  # seconds a collective may wait for a dead or hung peer after the first step
     trace_collectives: int = 2000  # each rank keeps its last N collectives (PyTorch's Flight Recorder); 0: off
     trace_dir: str = ""  # where each surviving rank writes its trace on a failure; default <output_dir>/collective-traces
+    loss_alert: float = 0.0  # stop when a logged loss is this many times the mean of the last few (0: off; e.g. 2)
     # recovery drills (fmlab.train.faults), off by default; a fault fires only in torchrun attempt fault_attempt
-    fault: str = "none"  # none | kill | hang | freeze (SIGSTOP) | stall | skip | kill-save | lose-host (sandbox)
+    fault: str = "none"  # none | kill | hang | freeze (SIGSTOP) | stall | skip | kill-save | lose-host | spike
     fault_step: int = 0  # the step it strikes (kill-save: inside its save; the others: before its forward pass)
     fault_rank: int = 0  # the global rank it strikes
     fault_seconds: float = 0.0  # how long --fault stall sleeps before carrying on
@@ -132,6 +133,9 @@ class TrainConfig:
             raise TrainConfigError(f"--loss must be one of {', '.join(LOSS_CHOICES)}, not {self.loss!r}")
         if self.compile not in COMPILE_CHOICES:
             raise TrainConfigError(f"--compile must be one of {', '.join(COMPILE_CHOICES)}, not {self.compile!r}")
+        if not (self.loss_alert == 0 or 1 < self.loss_alert < math.inf):
+            raise TrainConfigError(f"--loss-alert must be 0 (off) or a factor above 1 (e.g. 2: a logged loss twice "
+                                   f"the mean of the last few stops the run), not {self.loss_alert!r}")
         check_collective_timeout(self.collective_timeout)
         check_collective_timeout(self.init_timeout, "--init-timeout")
         if self.trace_collectives < 0:

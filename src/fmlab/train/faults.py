@@ -30,6 +30,9 @@ Each kind looks to the other ranks like the real fault it stands for:
   skip       at step N the rank skips its share of the gradient all-reduce (DDP's no_sync; plain DDP only):
              a rank-dependent branch around a collective. Its later collectives are one out of step with
              the others' (a desync), which the collective traces name (fmlab.hangs.analysis).
+  spike      at the start of step N every weight matrix gets noise of standard deviation SPIKE_NOISE, the same on
+             every rank (the replicas stay equal): the loss jumps, as after a bad batch or an overflowed update. --loss-alert stops the run
+             at the next logged loss, before it saves the diverged model (module 12's loss alert).
   kill-save  SIGKILL inside the checkpoint save of step N, once this rank's shards are written (the
              torch.distributed.checkpoint save returned) and before the commit (its rank file, the rename to
              step_N, the COMPLETE marker): the save stays `.incomplete-step_N`, which a resume never picks.
@@ -57,7 +60,8 @@ import torch.distributed.checkpoint as dcp
 from fmlab.parallel.mesh import restart_attempt
 from fmlab.train.config import TrainConfig, TrainConfigError
 
-KINDS = ("none", "kill", "hang", "freeze", "stall", "skip", "kill-save", "lose-host")
+KINDS = ("none", "kill", "hang", "freeze", "stall", "skip", "kill-save", "lose-host", "spike")
+SPIKE_NOISE = 1.0  # spike: noise of this standard deviation added to every weight matrix, as a bad update leaves them
 # The sandbox tells each host's processes where to leave the mark of a lost instance (fmlab.sandbox.supervisor).
 LOST_MARKER_VARIABLE = "FMLAB_SANDBOX_LOST_MARKER"
 _MID_SAVE = "killed (SIGKILL) in a checkpoint save, shards written, before the commit,"
@@ -114,7 +118,8 @@ class Faults:
         marker = Path(cfg.checkpoint_dir) / f"fault-fired-{kind}-step{cfg.fault_step}-rank{cfg.fault_rank}" \
             if cfg.checkpoint_dir else None
         already = marker is not None and marker.exists()  # a SageMaker retry copies it back with the checkpoints
-        armed = rank == cfg.fault_rank and restart_attempt(env) == cfg.fault_attempt and not already
+        on_rank = rank == cfg.fault_rank or kind == "spike"  # a spike strikes the model, so every replica
+        armed = on_rank and restart_attempt(env) == cfg.fault_attempt and not already
         return cls(kind, cfg.fault_step, cfg.fault_seconds, cfg.fault_rank, cfg.fault_attempt, armed, marker=marker)
 
     def _strike(self, what: str, sig: int | None) -> None:
@@ -149,6 +154,22 @@ class Faults:
             self._strike("hangs (sleeps for ever, joins no collective)", None)
             while True:
                 time.sleep(3600)
+
+    def spiking(self, step: int, model) -> None:
+        """At the start of `step`, for spike: seeded noise added to every weight matrix (each rank's local shard),
+        the same on every rank, so replicas stay equal."""
+        if not (self.armed and not self.fired and self.kind == "spike" and step == self.step):
+            return
+        import torch
+
+        self._strike(f"spikes the loss (noise of std {SPIKE_NOISE:g} added to every weight matrix)", None)
+        generator = torch.Generator().manual_seed(step)
+        with torch.no_grad():
+            for p in model.parameters():
+                local = p.to_local() if hasattr(p, "to_local") else p  # a DTensor's shard on this rank
+                if p.dim() >= 2:
+                    noise = torch.randn(local.shape, generator=generator) * SPIKE_NOISE
+                    local.add_(noise.to(device=local.device, dtype=local.dtype))
 
     def skipping(self, step: int, model):
         """Around the step's forward and backward: for skip, DDP's no_sync(), so this rank issues no gradient

@@ -22,8 +22,9 @@ dead or hung peer, or whose peer died, ends the run with the rank that stopped, 
 (exit status 1; collective traces and the job's failure file: fmlab.train.failure). Under `torchrun
 --max-restarts N` every restart attempt gets its own process-group keys (fmlab.parallel.mesh) and resumes from
 the newest complete checkpoint, also on another number of processes when the data position re-splits
-(fmlab.data.sampler). Drills: `--fault kill|hang|freeze|kill-save --fault-step N --fault-rank R`
-(fmlab.train.faults). One optimizer step, its optimizer and its batches: fmlab.train.step.
+(fmlab.data.sampler). Drills: `--fault kill|hang|freeze|kill-save|spike --fault-step N --fault-rank R`
+(fmlab.train.faults). A loss spike (module 12): `--loss-alert 2` stops the run with LossSpike when a logged loss is
+twice the mean of the few before it, before the diverged model is saved, naming the checkpoint to roll back to. One optimizer step, its optimizer and its batches: fmlab.train.step.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -236,6 +238,7 @@ def _loop(run: Run, started: float) -> TrainResult:
         with timer.data():
             micro_batches = [next(data) for _ in range(cfg.grad_accum)]
         lr = run.optimizer.param_groups[0]["lr"]
+        run.faults.spiking(step, run.model)
         with run.faults.skipping(step, run.model):
             window_loss = window_loss + train_step(run.model, run.optimizer, run.scheduler, micro_batches,
                                                    cfg.grad_clip, first_gradients_hook(cfg, step, dist.rank))
@@ -246,6 +249,8 @@ def _loop(run: Run, started: float) -> TrainResult:
         if step % cfg.log_every == 0 or step == last_step:
             losses[step] = _log_window(log, timer, step, window_loss, lr, tokens_per_step, dist)
             window_loss = 0.0
+            if cfg.loss_alert:
+                _alert_on_spike(run, losses, step, saved)
         if run.val_ds is not None and ((cfg.eval_every and step % cfg.eval_every == 0) or step == last_step):
             t0 = time.perf_counter()
             val_losses[step] = heldout_loss(run.model, run.val_ds, cfg.eval_sequences, cfg.micro_batch, dist)
@@ -261,6 +266,33 @@ def _loop(run: Run, started: float) -> TrainResult:
                 break
     tokens_per_s = timer.steady_rate(tokens_per_step)
     return _finish(run, log, last_step, saved, losses, val_losses, tokens_per_s, flops, started)
+
+
+class LossSpike(RuntimeError):
+    """The logged loss jumped past --loss-alert times its recent mean: the run stops before it saves a diverged
+    model (module 12's loss alert; every rank sees the same all-reduced loss, so every rank stops)."""
+
+
+ALERT_WINDOWS = 5  # the logged losses the alert compares with (it waits for 3 of them)
+
+
+def _alert_on_spike(run: Run, losses: dict, step: int, saved: str) -> None:
+    """Raise LossSpike when the loss just logged is --loss-alert times the mean of the windows before it (or not a
+    number), naming the newest checkpoint saved before the spike, the one to roll back to."""
+    steps = sorted(losses)
+    before = [losses[s] for s in steps[:-1][-ALERT_WINDOWS:]]
+    loss = losses[step]
+    if len(before) < 3 and math.isfinite(loss):
+        return
+    mean = sum(before) / len(before) if before else math.nan
+    if math.isfinite(loss) and not loss > run.cfg.loss_alert * mean:
+        return
+    if run.ckpt is not None:
+        run.ckpt.finish()  # an asynchronous save in flight is from before the spike: let it commit
+    back = f"roll back to {saved}" if saved else "no checkpoint was saved before it: restart from the start"
+    raise LossSpike(f"loss alert: step {step}'s loss {loss:.3f} is {loss / mean:.1f}x the mean of the {len(before)} "
+                    f"logged before it ({mean:.3f}; --loss-alert {run.cfg.loss_alert:g}): stopping before a diverged "
+                    f"model is saved; {back} and skip the batches around step {step}, as PaLM did")
 
 
 def _enter_training_phase(run: Run) -> None:

@@ -40,6 +40,10 @@ def test_notebook08_survives_every_fault(run_notebook, local_env):
     assert rec["nb08.wasted_pct"]["daly"] < rec["nb08.wasted_pct"]["with_restart"]
     # where the first order breaks: it agrees with renewal theory's exact expectation at 16 nodes and overstates it
     # at thousands of nodes, and by a third and more once a save costs a fifth of the MTBF
+    spike = rec["nb08.spike"]  # the loss alert stops a spiked run before it saves the diverged model
+    assert spike["at"] > 3 * spike["before"] and spike["end"] > 3 * spike["before"]
+    assert f"step {spike['step']}'s loss" in spike["alert"] and "step_00000006" in spike["alert"]
+    assert spike["kept"] == [3, 6]
     exact = {row["case"]: row for row in rec["nb08.exact_waste"]}
     ratios = [row["first / exact"] for row in rec["nb08.exact_waste"]]
     assert 1.0 <= ratios[0] < 1.05 and min(ratios[1:]) > 1.05 and ratios[-1] > 1.3 and ratios[2] > 1.3

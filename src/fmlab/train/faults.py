@@ -55,6 +55,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 import torch.distributed.checkpoint as dcp
 
 from fmlab.parallel.mesh import restart_attempt
@@ -160,8 +161,6 @@ class Faults:
         the same on every rank, so replicas stay equal."""
         if not (self.armed and not self.fired and self.kind == "spike" and step == self.step):
             return
-        import torch
-
         self._strike(f"spikes the loss (noise of std {SPIKE_NOISE:g} added to every weight matrix)", None)
         generator = torch.Generator().manual_seed(step)
         with torch.no_grad():

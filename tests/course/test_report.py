@@ -99,7 +99,8 @@ def test_report_has_status_seconds_figures_and_links(tiny_course):
     rows = _parse(report)
     assert list(rows) == ["01_tiny.ipynb", "lab_01_tiny.ipynb"]
     for result in results:
-        name, kind, status, seconds, figures, _ = rows[result.source.name]["cells"]
+        name, kind, status, seconds, minutes, figures, _ = rows[result.source.name]["cells"]
+        assert minutes.strip() == "- / - / -"  # the fixture's notebooks are on no path
         assert status.strip() == ("ok" if result.ok else "FAILED")
         assert seconds.strip() == f"{result.seconds:.1f}"
         for key, value in result.records.items():
@@ -109,7 +110,7 @@ def test_report_has_status_seconds_figures_and_links(tiny_course):
         page = (report.parent / link).resolve()
         assert page == result.output.with_suffix(".html").resolve() and page.is_file()
     notebook_row = rows["01_tiny.ipynb"]["cells"]
-    assert "12.34" in notebook_row[4] and "1,234,567" in notebook_row[4] and "{2: 1.93, 4: 3.71}" in notebook_row[4]
+    assert "12.34" in notebook_row[5] and "1,234,567" in notebook_row[5] and "{2: 1.93, 4: 3.71}" in notebook_row[5]
     assert "ValueError: boom in the lab" in rows["lab_01_tiny.ipynb"]["cells"][0]
     assert "hello from the tiny course" in (root / "build" / "executed" / "notebooks" / "01_tiny.html").read_text()
     assert "1/2 ok" in report.read_text()
@@ -203,7 +204,9 @@ def test_fmlab_course_writes_the_report_with_module_1_figures(tmp_path, capfd):
     (row,) = _parse(report).values()
     assert row["cells"][2].strip() == "ok"
     for key in ("target_days", "target_cost_usd"):  # days and cost of module 1, as the notebook computed them
-        assert key in row["cells"][4] and format_value(records[key]) in row["cells"][4]
+        assert key in row["cells"][5] and format_value(records[key]) in row["cells"][5]
+    one_day, two_days, full = (float(m) for m in row["cells"][4].split(" / "))  # its minutes on each path
+    assert one_day < two_days < full
     assert (tmp_path / "executed" / "notebooks" / "01_when_to_pretrain.html").is_file()
     # quiet: the output is the log's path (once), the progress line, the table and the report; the kernel's
     # stderr (ipykernel warns that it runs over TCP without encryption) is in the log, not on the terminal

@@ -2,6 +2,7 @@
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.course.params import module7_plan, notebook_parameters
 from fmlab.plan import catalog, compute, reliability
 from fmlab.plan.layout import checkpoint_gb
@@ -22,6 +23,7 @@ def test_data_at_scale_notebook(run_notebook, local_bucket, tmp_path):
     r = run_notebook("notebooks/02_data_at_scale.ipynb", corpus_mb=0.5, workers_list=[1, 2], unit_kb=32,
                      work_dir=str(tmp_path / "work"), prepare_course_dataset=False)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb02")  # the figures docs/instructor.md quotes
     rec = r.records
     assert rec["round_trip_ok"] is True and rec["vocab_size"] == 512
     assert 1.5 < rec["bytes_per_token"] < 2.5

@@ -7,6 +7,7 @@ checkpoint before the fault, completed. Where it has none, the notebook must say
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.course.run import bare_figures
 from fmlab.hyperpod import slurm
 from fmlab.plan import capacity, layout, scenario
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.notebook
 def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook):
     r = run_notebook("notebooks/11_pretraining_on_aws_in_2026.ipynb", steps=12, checkpoint_every=4, fault_step=7)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb11")  # the figures docs/instructor.md quotes
     assert bare_figures(r.output) == []  # the recovery goodput figure is drawn, not printed as "<Figure size ...>"
     rec = r.records
     choice = rec["nb11.capacity_choice"]

@@ -7,6 +7,8 @@ concurrency, the learning-rate verdict against the noise measured between seeds,
 
 import pytest
 
+from fmlab.course import guide
+
 pytestmark = pytest.mark.notebook
 
 
@@ -15,6 +17,7 @@ def test_parallel_jobs_notebook_sweeps_four_learning_rates_with_two_seeds(run_no
     r = run_notebook("notebooks/03_parallel_jobs_and_warm_pools.ipynb", backend="local", learning_rates=lrs,
                      seeds=[0, 1], max_steps=6, keep_alive_seconds=900)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb03")  # the figures docs/instructor.md quotes
     rec = r.records
     # The request it would send to SageMaker: valid, and what the notebook asked for.
     assert rec["request_valid"] is True

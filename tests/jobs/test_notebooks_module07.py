@@ -12,6 +12,7 @@ import math
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.plan import catalog, compute, layout
 
 pytestmark = pytest.mark.notebook
@@ -22,6 +23,7 @@ NOTEBOOK = "notebooks/07_gpt30b_sharded_training.ipynb"
 def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     r = run_notebook(NOTEBOOK, local_medium_steps=30)  # the ladder's mechanism: 30 steps beat the base rung's gate too
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb07")  # the figures docs/instructor.md quotes
     rec = r.records
 
     # 1. the plan, from the planner

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.jobs.images import torchneuron_image_uri
 from fmlab.neuron import status
 from fmlab.neuron.job import LLAMA2_70B_TRN1
@@ -29,6 +30,7 @@ def test_notebook09_converts_validates_and_costs(run_notebook, tmp_path):
     work = tmp_path / "work"
     r = run_notebook(NOTEBOOK, work_dir=str(work))  # defaults: TP 4 x PP 2, GQA tiling x2, current layout, bf16
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb09")  # the figures docs/instructor.md quotes
     assert r.records["nb09.trn1_train_dtype"] == "bf16"  # planned and priced at bf16, and trained at it (issue 40)
     rec = r.records
     tp, pp = rec["nb09.tp"], rec["nb09.pp"]

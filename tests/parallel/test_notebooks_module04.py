@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.course.run import bare_figures
 from fmlab.plan import catalog, compute
 
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.notebook
 def test_data_parallel_notebook(run_notebook):
     r = run_notebook("notebooks/04_data_parallel.ipynb", processes=[1, 2], global_batch=8, steps=6)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb04")  # the figures docs/instructor.md quotes
     assert bare_figures(r.output) == []  # cell 6's traffic figure is drawn, not printed as "<Figure size ...>"
     rec = r.records
     assert rec["same_sequences"] is True  # 2 ranks together read the 1-process batch

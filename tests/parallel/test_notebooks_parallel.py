@@ -7,6 +7,8 @@ of it importing transformers in every process.
 
 import pytest
 
+from fmlab.course import guide
+
 pytestmark = pytest.mark.notebook
 
 
@@ -14,6 +16,7 @@ pytestmark = pytest.mark.notebook
 def test_sharded_data_parallel_notebook(run_notebook):
     r = run_notebook("notebooks/05_sharded_data_parallel.ipynb", world_size=2)  # 4 processes: _4proc tests
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb05")  # the figures docs/instructor.md quotes
     rec = r.records
     planned = rec["planned_state_gb"]  # gpt-30b on 128 A100s, 16 bytes per parameter
     assert planned["DDP"] == pytest.approx(16 * 29.974e9 / 1e9, rel=1e-3)
@@ -48,6 +51,7 @@ def test_sharded_data_parallel_notebook(run_notebook):
 def test_tensor_parallel_notebook(run_notebook):
     r = run_notebook("notebooks/06_tensor_parallel.ipynb", world_size=4, microbatches=4)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb06")  # the figures docs/instructor.md quotes
     rec = r.records
     assert rec["one_process_split_diff"] <= 1e-6 and rec["mlp_max_diff"] <= 1e-6
     assert rec["tp_max_loss_diff"] <= 1e-5 and rec["tp_max_grad_diff"] <= 1e-6

@@ -2,6 +2,7 @@
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.course.run import bare_figures
 from fmlab.plan import layout
 
@@ -11,6 +12,7 @@ pytestmark = pytest.mark.notebook
 def test_setup_notebook(run_notebook, local_env):
     r = run_notebook("notebooks/00_setup.ipynb", backend="local")
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb00")  # the figures docs/instructor.md quotes
     assert r.records["backend"] == "local"
     assert r.records["local_bucket"] == str(local_env / "bucket")
     assert r.records["sandbox_slots"] == 2
@@ -25,6 +27,7 @@ def test_setup_notebook(run_notebook, local_env):
 def test_when_to_pretrain_notebook(run_notebook):
     r = run_notebook("notebooks/01_when_to_pretrain.ipynb", cluster_sizes=[4, 8, 16])
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb01")  # the figures docs/instructor.md quotes
     rec = r.records
     assert rec["target_params"] == 29_974_432_768
     # a power law fitted on three rungs predicts the fourth before it trains (1.1% off when written; held at 5%),

@@ -5,6 +5,7 @@ P(miss) passes for less; the sensitivity chart ranks the ledger's assumptions; t
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.course.run import bare_figures
 from fmlab.plan import capstone
 
@@ -14,6 +15,7 @@ pytestmark = pytest.mark.notebook
 def test_notebook_12_plans_simulates_and_prices_each_choice(run_notebook):
     r = run_notebook("notebooks/12_capstone.ipynb", runs=2000)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb12")  # the figures docs/instructor.md quotes
     assert bare_figures(r.output) == []  # the histogram, the cost curve and the tornado are drawn
     rec = r.records
     sim = rec["nb12.simulation"]

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.course.run import bare_figures
 
 pytestmark = pytest.mark.notebook
@@ -14,6 +15,7 @@ def test_notebook_10_evaluates_exports_and_serves(run_notebook):
     # one server setting: the comparison with one request at a time is the notebook's figure, not a mechanism
     r = run_notebook("notebooks/10_evaluate_export_and_serve.ipynb", compare_sequential=False)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb10")  # the figures docs/instructor.md quotes
     assert bare_figures(r.output) == []
     # the load test's sentence is rendered from what it measured (issue 40: "stays flat" over 466, 552, 327 tokens/s)
     executed = r.output.read_text()

@@ -11,6 +11,7 @@ tests/train/test_notebooks_module08_retries.py.
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.plan import catalog, compute, reliability
 from fmlab.plan.layout import checkpoint_gb
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.notebook
 def test_notebook08_survives_every_fault(run_notebook, local_env):
     r = run_notebook("notebooks/08_checkpointing_and_recovery.ipynb")
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb08")  # the figures docs/instructor.md quotes
     rec = r.records
 
     mtbf = reliability.job_mtbf_hours(16)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fmlab.course import guide
 from fmlab.plan import reliability
 
 pytestmark = pytest.mark.notebook
@@ -23,6 +24,7 @@ NOTEBOOK = "notebooks/08_retries_and_hangs.ipynb"
 def test_notebook08_retries_a_lost_instance_and_names_the_hung_rank(run_notebook, local_env):
     r = run_notebook(NOTEBOOK)
     assert r.ok, r.error
+    guide.assert_quoted(r.records, "nb08r")  # the figures docs/instructor.md quotes
     rec = r.records
     assert rec["nb08.retry"] == {"status": "Completed", "attempts": 2, "restarting": 1}
     assert rec["nb08.hung"]["exit"] != 0 and rec["nb08.hung"]["seconds"] < 60  # a 3 s timeout, not a hang

@@ -42,6 +42,8 @@ SUMMARIES = {
           "on a SageMaker endpoint",
     "11": "reserve capacity with training plans, run the training script on a real Slurm as on HyperPod, bring it "
           "back after a fault, and weigh tiered and checkpointless recovery",
+    "12": "plan a whole run as ten decisions, simulate it under stated chances, read which assumptions it rests on, "
+          "and write a planner graded on briefs drawn when it is checked",
 }
 PLANNED_TITLES = {
     "00": "Setup", "01": "When to pretrain", "02": "Data at scale", "03": "Parallel jobs and warm pools",
@@ -141,6 +143,17 @@ def modules_markdown(modules: list[Module]) -> str:
             "| module | notebook: what you will be able to do | lab | slides |\n| --- | --- | --- | --- |\n" + rows)
 
 
+def paths_markdown() -> str:
+    """The workshop paths (fmlab.course.paths) as the index shows them."""
+    from fmlab.course import paths, times
+
+    return ("## Paths: one day, two days, the full course\n\n"
+            "Each path keeps the spine: parallel jobs and warm pools, data parallelism with SMDDP, sharded training "
+            "with SMP v2 and the 30B run, the Trainium conversion, the capstone. § names the sections a path "
+            "takes; each notebook's second cell says the same.\n\n" + paths.table_markdown()
+            + f"\nMinutes: {times.METHOD}. The instructor's guide: `docs/instructor.md`.")
+
+
 def index_notebook(root: Path = ROOT) -> str:
     """The index as .ipynb JSON text; deterministic, so a regenerated index equals the committed one."""
     def cell(cell_id: str, kind: str, source: str, tags: list[str] | None = None) -> dict:
@@ -152,6 +165,7 @@ def index_notebook(root: Path = ROOT) -> str:
 
     nb = {
         "cells": [cell("intro", "markdown", INTRO), cell("parameters", "code", "", ["parameters"]),
+                  cell("paths", "markdown", paths_markdown()),
                   cell("modules", "markdown", modules_markdown(find_modules(root)))],
         "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
                      "language_info": {"name": "python"}},

@@ -125,6 +125,36 @@ def _kind(result: NotebookResult) -> str:
     return "lab" if result.source.name.startswith("lab_") else "notebook"
 
 
+def _minutes(result: NotebookResult) -> str:
+    """The notebook's (or lab's) minutes on each path (fmlab.course.paths), or '' without the times file."""
+    from fmlab.course import paths, times
+
+    try:
+        data = times.load()
+    except (OSError, ValueError):
+        return ""
+    stem, out = result.source.stem, []
+    for path in paths.PATH_NAMES:
+        if stem in data["labs"]:
+            minutes = data["labs"][stem]["minutes"] if stem in paths.labs(path, data) else None
+        else:
+            row = next((r for r in paths.rows(path, data) if r.module == stem), None)
+            minutes = row.minutes if row else None
+        out.append("-" if minutes is None else f"{minutes:.0f}")
+    return " / ".join(out)
+
+
+def _paths_line() -> str:
+    from fmlab.course import paths, times
+
+    try:
+        data = times.load()
+    except (OSError, ValueError):
+        return ""
+    totals = ", ".join(f"{p} {paths.total_minutes(p, data) / 60:.1f} h" for p in paths.PATH_NAMES)
+    return f"Paths, with breaks: {totals}. Minutes: {times.METHOD}."
+
+
 def _row(result: NotebookResult, report_dir: Path, katex: Path | None = None) -> str:
     page, problem = None, "no output"
     if result.output.exists():
@@ -141,7 +171,8 @@ def _row(result: NotebookResult, report_dir: Path, katex: Path | None = None) ->
     error = f'<div class="error">{html.escape(result.error)}</div>' if result.error else ""
     return (f'<tr class="result" data-notebook="{html.escape(result.source.name)}">'
             f"<td>{html.escape(result.source.stem)}{error}</td><td>{_kind(result)}</td>{status}"
-            f'<td class="seconds">{result.seconds:.1f}</td><td>{figures}</td><td>{link}</td></tr>')
+            f'<td class="seconds">{result.seconds:.1f}</td><td class="seconds">{_minutes(result)}</td>'
+            f"<td>{figures}</td><td>{link}</td></tr>")
 
 
 def write_report(results: list[NotebookResult], path: Path | str = DEFAULT_REPORT) -> Path:
@@ -155,7 +186,8 @@ def write_report(results: list[NotebookResult], path: Path | str = DEFAULT_REPOR
     summary = (f"{passed}/{len(results)} ok · {sum(r.seconds for r in results):.1f} s in all · "
                f"Python {platform.python_version()} on {platform.machine()} · "
                f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-    path.write_text(_PAGE.format(summary=html.escape(summary), rows=rows), encoding="utf-8")
+    path.write_text(_PAGE.format(summary=html.escape(summary), paths=html.escape(_paths_line()), rows=rows),
+                    encoding="utf-8")
     return path
 
 
@@ -181,8 +213,10 @@ _PAGE = """<!doctype html>
 <body>
 <h1>Course report</h1>
 <p class="summary">{summary}</p>
+<p class="paths">{paths}</p>
 <table class="results">
-<thead><tr><th>notebook</th><th>kind</th><th>status</th><th>seconds</th><th>key figures recorded</th>
+<thead><tr><th>notebook</th><th>kind</th><th>status</th><th>seconds</th>
+<th>minutes: one day / two days / full course</th><th>key figures recorded</th>
 <th>output</th></tr></thead>
 <tbody>
 {rows}

@@ -1,0 +1,185 @@
+"""The instructor's guide, docs/instructor.md: its generated blocks, and the figures it quotes (issue 56).
+
+    python -m fmlab.course.paths            # rewrites the guide's generated blocks with the paths' other outputs
+    guide.quoted_figures()                  # [(record, value)]: what the guide says a notebook prints
+    guide.assert_quoted(records, "nb12")    # in a notebook's test: every figure quoted for it is what it recorded
+
+The guide is written by hand except for blocks between `<!-- guide:NAME:begin -->` and `<!-- guide:NAME:end -->`:
+- `paths`: the paths table (fmlab.course.paths.table_markdown) and the method of the minutes;
+- `studio`: the room on SageMaker Studio, from the measured peak memory (MEMORY_FILE, benchmarks/course_memory.py);
+- `NN` per module: the minutes on each path, the deep dives to skip under time pressure, and the lab's hints (the
+  checks' own, read from fmlab.labs.labNN: the mistakes learners make, and what unblocks them).
+A figure the guide quotes is written `[nb12 | nb12.checkpoints/keep = 4]`: the notebook, the record's name
+(fmlab.course.records) and a path into its value after `/`, and the value as the notebook prints it (a number to
+the places shown; `%` multiplies by 100). The notebook's test calls `assert_quoted(records, "nb12")`, so a changed
+output is noticed where the notebook runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from pathlib import Path
+
+from fmlab.environment import ROOT
+
+GUIDE = ROOT / "docs" / "instructor.md"
+MEMORY_FILE = ROOT / "docs" / "measurements" / "course-memory.json"
+FIGURE = re.compile(r"\[(nb\d\d\w*) \| ([^=\]]+?) = ([^\]]+)\]")
+BLOCK = re.compile(r"(<!-- guide:(\w+):begin -->\n).*?(<!-- guide:\2:end -->)", re.S)
+# SageMaker Studio JupyterLab instances a room would pick from: GiB of memory (the EC2 T3 and M5 instance types'
+# memory) and USD an hour on demand (STUDIO_SOURCE).
+STUDIO_INSTANCES = {"ml.t3.medium": (4, 0.05), "ml.t3.large": (8, 0.10), "ml.t3.xlarge": (16, 0.20),
+                    "ml.m5.xlarge": (16, 0.23)}
+STUDIO_SOURCE = ("SageMaker Studio notebook on-demand rates as several public price tables in code republish them "
+                 "(they agree: ml.t3.medium $0.05, ml.t3.large $0.10, ml.t3.xlarge $0.20, ml.m5.xlarge $0.23 an hour; "
+                 "read 2026-11-28); the pricing page renders them with JavaScript and was not read: check it")
+HEADROOM_GIB = 1.5  # JupyterLab's server, the OS and the learner's own kernels besides the course's two
+
+
+def _literal(node: ast.AST) -> str:
+    """A hint's text: constants as written, each formatted value as '...'."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "..." for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal(node.left) + _literal(node.right)
+    return ""
+
+
+def lab_hints(number: str, root: Path = ROOT) -> list[str]:
+    """The hints a module's lab checks print on a failure: `*_HINT` constants and `hint = ...` assignments,
+    LAB.check's fifth argument, and the literal text after "Hint: " in any message."""
+    out = []
+    for path in sorted((root / "src" / "fmlab" / "labs").glob(f"lab{number}*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and (t.id == "hint" or
+                                                                                   t.id.endswith("_HINT"))
+                                                    for t in node.targets):
+                out.append(_literal(node.value))
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "check" and len(node.args) >= 5:
+                out.append(_literal(node.args[4]))
+            elif isinstance(node, ast.Constant | ast.JoinedStr):
+                text = _literal(node)
+                if "Hint: " in text:
+                    out.append(text.split("Hint: ", 1)[1])
+    cleaned = (h.strip().rstrip(".") for h in out)
+    return [h for h in dict.fromkeys(cleaned) if len(h) > 12 and not h.startswith("...")]
+
+
+def module_block(number: str, data: dict | None = None) -> str:
+    from fmlab.course import paths, times
+
+    data = data or times.load()
+    lines = []
+    for stem, sections in paths.notebook_sections(data).items():
+        if not stem.startswith(number + "_"):
+            continue
+        per = []
+        for path in paths.PATH_NAMES:
+            keys = paths.taken(path, stem, sections)
+            minutes = sum(s["minutes"] for s in sections if paths.key(s["title"]) in keys)
+            per.append(f"{path} {paths._fmt(minutes)}" if keys else f"{path}: skipped")
+        deep = [s["title"] for s in sections if paths.key(s["title"]) not in paths.CORE.get(stem, ())
+                and s["title"] != times.OPENING]
+        lines.append(f"- **{stem}**: {'; '.join(per)}.")
+        lines.append(f"  Skip under time pressure: {'; '.join(deep) if deep else 'nothing (every section is core)'}.")
+    labs = {name: lab for name, lab in data["labs"].items() if name.startswith(f"lab_{number}")}
+    for name, lab in labs.items():
+        on = [p for p in paths.PATH_NAMES if name in paths.labs(p, data)]
+        lines.append(f"- **{name}**: {paths._fmt(lab['minutes'])} ({lab['answer_lines'] or lab['exercises']} "
+                     f"{'lines to write' if lab['answer_lines'] else 'exercises'}); on {', '.join(on)}.")
+    hints = lab_hints(number)
+    if hints:
+        lines.append("- What learners get wrong, and the checks' own hint for it:")
+        lines += [f"  - {h}" for h in hints]
+    return "\n".join(lines) + "\n"
+
+
+def studio_block(memory: dict | None = None) -> str:
+    """The room on Studio from the measured peaks: the smallest instance that holds them with HEADROOM_GIB."""
+    memory = memory or json.loads(MEMORY_FILE.read_text())
+    peak = memory["peak_together_gib"]
+    heaviest = sorted(memory["notebooks"].items(), key=lambda kv: -kv[1]["peak_gib"])[:3]
+    fits = [(name, gib, usd) for name, (gib, usd) in STUDIO_INSTANCES.items() if gib >= peak + HEADROOM_GIB]
+    name, gib, usd = min(fits, key=lambda f: f[2])
+    lines = [
+        f"- Measured ({memory['date']}, {memory['machine']}, benchmarks/course_memory.py): the course's notebooks "
+        f"and labs, {memory['jobs']} at a time as `make course` runs them, peak at **{peak:.2f} GiB** together "
+        f"(proportional set size of every process they start: kernels, torchrun and its workers, servers).",
+        "- The three heaviest alone: " + "; ".join(f"{n} {v['peak_gib']:.2f} GiB" for n, v in heaviest) + ".",
+        f"- Recommended: **{name}** ({gib} GiB, ${usd:.2f} an hour: about ${8 * usd:.2f} per learner-day of 8 "
+        f"hours) holds that peak with {gib - peak:.1f} GiB to spare for JupyterLab and the learner's own kernels "
+        f"({HEADROOM_GIB:g} GiB kept free). " + ", ".join(
+            f"{n} ({g} GiB) {'holds it too' if g >= peak + HEADROOM_GIB else 'does not'}"
+            for n, (g, _) in STUDIO_INSTANCES.items() if n != name) + f". Prices: {STUDIO_SOURCE}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render(text: str, data: dict | None = None) -> str:
+    """The guide with every generated block rewritten."""
+    from fmlab.course import paths, times
+
+    def block(match: re.Match) -> str:
+        name = match.group(2)
+        if name == "paths":
+            body = paths.table_markdown(data) + f"\nMinutes: {times.METHOD}.\n"
+        elif name == "studio":
+            body = studio_block()
+        elif re.fullmatch(r"\d\d", name):
+            body = module_block(name, data)
+        else:
+            raise ValueError(f"docs/instructor.md: unknown generated block {name!r}")
+        return match.group(1) + body + match.group(3)
+
+    return BLOCK.sub(block, text)
+
+
+def quoted_figures(text: str | None = None) -> list[tuple[str, str, str]]:
+    """Every `[notebook | record/path = value]` the guide quotes."""
+    text = GUIDE.read_text() if text is None else text
+    return [(m.group(1), m.group(2).strip(), m.group(3).strip()) for m in FIGURE.finditer(text)]
+
+
+def _lookup(records: dict, path: str):
+    name, *rest = path.split("/")
+    if name not in records:
+        raise KeyError(f"the notebook recorded no {name!r}")
+    value = records[name]
+    for part in rest:
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def _same(value, quoted: str) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value) == quoted
+    try:
+        number = float(quoted.replace(",", "").rstrip("%"))
+    except ValueError:
+        return False
+    places = len(quoted.rstrip("%").split(".")[1]) if "." in quoted else 0
+    shown = 100 * value if quoted.endswith("%") else value
+    return math.isclose(round(shown, places), number, abs_tol=10 ** -places / 2)
+
+
+def assert_quoted(records: dict, notebook: str, text: str | None = None) -> int:
+    """Every figure the guide quotes for `notebook` (e.g. "nb12") is what the notebook recorded; how many."""
+    wrong, checked = [], 0
+    for tag, path, quoted in quoted_figures(text):
+        if tag != notebook:
+            continue
+        checked += 1
+        try:
+            value = _lookup(records, path)
+        except (KeyError, IndexError, TypeError) as e:
+            wrong.append(f"{path}: {e}")
+            continue
+        if not _same(value, quoted):
+            wrong.append(f"{path}: the guide says {quoted}, the notebook recorded {value!r}")
+    assert not wrong, "docs/instructor.md quotes figures the notebook no longer prints: " + "; ".join(wrong)
+    return checked

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from fmlab.course import guide, paths, times
+from fmlab.course import generate, guide, paths, times
 from fmlab.environment import ROOT
 
 SPINE = ("03_", "04_", "05_", "07_", "09_", "12_")
@@ -39,8 +39,8 @@ def test_a_misnamed_section_or_a_path_off_target_is_reported(monkeypatch):
 
 
 def test_the_generated_headers_tables_guide_and_deck_timings_are_up_to_date():
-    stale = [p.relative_to(ROOT).as_posix() for p, text in paths.generated().items() if p.read_text() != text]
-    assert stale == [], f"run python -m fmlab.course.paths: {stale}"
+    stale = [p.relative_to(ROOT).as_posix() for p, text in generate.generated().items() if p.read_text() != text]
+    assert stale == [], f"run python -m fmlab.course.generate: {stale}"
     assert times.stale() == [], "a notebook's sections changed: run make course, then python -m fmlab.course.times"
 
 

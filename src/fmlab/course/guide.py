@@ -1,6 +1,6 @@
 """The instructor's guide, docs/instructor.md: its generated blocks, and the figures it quotes (issue 56).
 
-    python -m fmlab.course.paths            # rewrites the guide's generated blocks with the paths' other outputs
+    python -m fmlab.course.generate         # rewrites the guide's generated blocks with the other generated parts
     guide.quoted_figures()                  # [(record, value)]: what the guide says a notebook prints
     guide.assert_quoted(records, "nb12")    # in a notebook's test: every figure quoted for it is what it recorded
 
@@ -167,9 +167,24 @@ def _same(value, quoted: str) -> bool:
     return math.isclose(round(shown, places), number, abs_tol=10 ** -places / 2)
 
 
+# The guide's tag for each notebook (its records' prefix, where it has one)
+NOTEBOOK_OF = {"nb00": "00_setup", "nb01": "01_when_to_pretrain", "nb02": "02_data_at_scale",
+               "nb03": "03_parallel_jobs_and_warm_pools", "nb04": "04_data_parallel", "nb05": "05_sharded_data_parallel",
+               "nb06": "06_tensor_parallel", "nb07": "07_gpt30b_sharded_training",
+               "nb08": "08_checkpointing_and_recovery", "nb08r": "08_retries_and_hangs",
+               "nb09": "09_trainium_continuous_pretraining", "nb10": "10_evaluate_export_and_serve",
+               "nb11": "11_pretraining_on_aws_in_2026", "nb12": "12_capstone"}
+
+
 def assert_quoted(records: dict, notebook: str, text: str | None = None) -> int:
-    """Every figure the guide quotes for `notebook` (e.g. "nb12") is what the notebook recorded; how many."""
+    """Every figure the guide quotes for `notebook` (e.g. "nb12") is what the notebook recorded, and its two-minute
+    check (fmlab.course.checks) finds every answer in the records; how many figures were checked."""
+    from fmlab.course import checks
+
     wrong, checked = [], 0
+    if text is None and notebook in NOTEBOOK_OF:
+        wrong += [f"two-minute check: {q} {a}" for q, a in checks.answers(NOTEBOOK_OF[notebook], records)
+                  if a.startswith("not computed")]
     for tag, path, quoted in quoted_figures(text):
         if tag != notebook:
             continue

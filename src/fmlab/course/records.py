@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 MIME = "application/vnd.fmlab.record+json"
+_RECORDED: dict[str, Any] = {}  # this kernel's records, for the notebook's closing check (fmlab.course.checks)
 
 
 def _jsonable(value: Any) -> Any:
@@ -37,6 +38,7 @@ def record(name: str, value: Any, show: bool = False) -> Any:
 
     value = _jsonable(value)
     json.dumps(value)  # fail here, in the notebook, if it cannot be stored
+    _RECORDED[name] = value
     shown = f"{name} = {value!r}" if show else ""
     display({MIME: {name: value}, "text/plain": shown}, raw=True)
     return value
@@ -56,3 +58,8 @@ def records_in(cells: list[dict]) -> dict[str, Any]:
             if MIME in data:
                 found.update(data[MIME])
     return found
+
+
+def recorded() -> dict[str, Any]:
+    """What this kernel has recorded so far (a copy)."""
+    return dict(_RECORDED)

@@ -50,8 +50,10 @@ def _run_seconds(cell) -> float:
     return float(cell.get("metadata", {}).get("papermill", {}).get("duration") or 0.0)
 
 
-def sections(notebook: dict) -> list[dict]:
-    """The notebook's sections in order: title, words, code cells, run seconds (0 where it was not executed)."""
+def sections(notebook: dict, ran: dict | None = None) -> list[dict]:
+    """The notebook's sections in order: title, words, code cells, run seconds (read from the executed notebook
+    `ran`, cell by cell id; 0 where it was not executed)."""
+    seconds = {c.get("id"): _run_seconds(c) for c in (ran or notebook)["cells"]}
     out = [{"title": OPENING, "words": 0, "code_cells": 0, "run_seconds": 0.0}]
     for cell in notebook["cells"]:
         text = _source(cell)
@@ -64,7 +66,7 @@ def sections(notebook: dict) -> list[dict]:
         out[-1]["words"] += _words(text)
         if cell["cell_type"] == "code":
             out[-1]["code_cells"] += 1
-            out[-1]["run_seconds"] += _run_seconds(cell)
+            out[-1]["run_seconds"] += seconds.get(cell.get("id"), 0.0)
     return out
 
 
@@ -89,10 +91,11 @@ def answer_lines(notebook: dict) -> int:
     return lines
 
 
-def lab_minutes(solution: dict, exercises: int) -> dict:
-    """A lab's minutes: reading, the answer's lines (or its exercises), the checks' run times."""
+def lab_minutes(solution: dict, exercises: int, ran: dict | None = None) -> dict:
+    """A lab's minutes: reading, the answer's lines (or its exercises), the checks' run times (from `ran`, the
+    executed solution)."""
     words = sum(_words(_source(c)) for c in solution["cells"])
-    run = sum(_run_seconds(c) for c in solution["cells"])
+    run = sum(_run_seconds(c) for c in (ran or solution)["cells"])
     lines = answer_lines(solution)
     writing = lines * LAB_MINUTES_PER_LINE if lines else exercises * LAB_MINUTES_PER_EXERCISE
     return {"words": words, "answer_lines": lines, "exercises": exercises, "run_seconds": round(run, 1),
@@ -112,14 +115,13 @@ def measure(executed: Path, root: Path = ROOT) -> dict:
     notebooks, labs = {}, {}
     for source in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         ran = executed / "notebooks" / source.name
-        nb = json.loads((ran if ran.exists() else source).read_text())
-        rows = sections(nb)
+        rows = sections(json.loads(source.read_text()), json.loads(ran.read_text()) if ran.exists() else None)
         notebooks[source.stem] = [{**r, "run_seconds": round(r["run_seconds"], 1), "minutes": round(minutes(r), 1)}
                                   for r in rows]
     for source in sorted((root / "labs" / "solutions").glob("lab_*.ipynb")):
         ran = executed / "labs" / source.name
-        nb = json.loads((ran if ran.exists() else source).read_text())
-        labs[source.stem] = lab_minutes(nb, _exercises(source.stem))
+        labs[source.stem] = lab_minutes(json.loads(source.read_text()),
+                                        _exercises(source.stem), json.loads(ran.read_text()) if ran.exists() else None)
     return {"method": METHOD, "measured_from": str(executed), "notebooks": notebooks, "labs": labs}
 
 

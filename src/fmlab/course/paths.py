@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from fmlab.course import times
-from fmlab.environment import ROOT
 
 PATH_NAMES = ("one day", "two days", "full course")
 TARGET_MINUTES = {"one day": 6 * 60, "two days": 12 * 60}  # with breaks; the full course is self-paced

@@ -19,8 +19,8 @@ def with_reasons(run):
 
 
 def searching(brief):
-    """A planner that decides: the check's own search, with a reason for each decision."""
-    return with_reasons(lab12.search(brief, seeds=(7, 8))[0])
+    """A planner that decides: the check's own search (its unguarded twin), with a reason for each decision."""
+    return with_reasons(lab12._search(brief, seeds=(7, 8))[0])
 
 
 def the_courses_reference(brief):
@@ -29,7 +29,7 @@ def the_courses_reference(brief):
 
 def hard_coded(brief):
     """The plan that meets module 7's 30B brief, handed in for every brief."""
-    return with_reasons(lab12.search(capstone.BRIEFS["gpt-30b"], seeds=(7, 8))[0])
+    return with_reasons(lab12._search(capstone.BRIEFS["gpt-30b"], seeds=(7, 8))[0])
 
 
 def test_a_planner_that_decides_passes_the_named_and_the_drawn_briefs(capsys):
@@ -56,6 +56,16 @@ def test_a_plan_without_a_reason_for_every_decision_fails(capsys):
         return replace(run, reasons={**run.reasons, "retention": "", "detector": "ok"})
     assert lab12.check_named(terse) is False
     assert "RunPlan.reasons for: retention, detector" in capsys.readouterr().out
+
+
+def test_a_plan_that_calls_the_checks_own_search_is_refused_however_imported(capsys):
+    from fmlab.labs.lab12 import search as planner
+
+    def borrowed(brief):
+        return with_reasons(planner(brief)[0])
+    assert lab12.check_named(borrowed) is False
+    assert "plan_run called lab12.search" in capsys.readouterr().out
+    assert lab12.search(capstone.BRIEFS["gpt-30b"])[0] is not None  # outside a check it is a planner like any
 
 
 def test_an_unanswered_or_wrongly_typed_plan_fails():

@@ -46,10 +46,25 @@ def _line(label: str, run: capstone.RunPlan, g: capstone.Grade) -> str:
             f"days, {run.recovery}, keep {run.keep_checkpoints}, {run.detector}, {run.fallback}: {figures}")
 
 
+_GRADING = {"on": False}  # set while the learner's plan_run runs: the check's own search is not theirs to call
+
+
+class SearchRefused(RuntimeError):
+    """plan_run called the check's own search."""
+
+
 def search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
     """The check's own planner: every allowed platform, reservable count (8 or more), recovery option and fallback,
     with module 6's layout, both detectors, Daly's interval, the saves the detector needs, and the fewest days that
-    keep P(miss) within bounds; the cheapest at P90 that passes, and its grade (None, None when none passes)."""
+    keep P(miss) within bounds; the cheapest at P90 that passes, and its grade (None, None when none passes).
+    Called from a learner's plan_run while the check grades it, it refuses (SearchRefused), however it was
+    imported."""
+    if _GRADING["on"]:
+        raise SearchRefused("plan_run called lab12.search, the check's own planner: make the decisions yourself")
+    return _search(brief, seeds, runs)
+
+
+def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
     best = best_grade = None
     for platform in brief.platforms:
         for instance in brief.instances:
@@ -122,7 +137,7 @@ def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, capstone.R
         layout = choose(candidates(brief.model, brief.tokens, brief.instances[0], 32))["parallel"]
         days = make_plan(brief.model, brief.tokens, brief.instances[0], 32, parallel=layout, suggest=False).days
         brief = replace(brief, deadline_days=float(math.ceil(days * rng.uniform(1.3, 1.8))), budget_usd=1e12)
-        best, g = search(brief)
+        best, g = _search(brief)
         if best is None:
             continue
         brief = replace(brief, budget_usd=float(round(g.cost_p90 * rng.uniform(1.1, 1.3), -3)))
@@ -141,7 +156,14 @@ def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, capstone.R
 
 def _grade_one(plan_run: Callable, brief: capstone.Brief):
     """The learner's plan for one brief, refused with a reason printed when it is not a plan with reasons."""
-    run = plan_run(brief)
+    _GRADING["on"] = True
+    try:
+        run = plan_run(brief)
+    except SearchRefused as e:
+        print(f"  {e}")
+        return None, None
+    finally:
+        _GRADING["on"] = False
     if not isinstance(run, capstone.RunPlan):
         print(f"  plan_run must return a capstone.RunPlan, not {type(run).__name__}")
         return None, None

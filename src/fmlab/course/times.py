@@ -32,7 +32,7 @@ LAB_MINUTES_PER_LINE = 1.0
 LAB_MINUTES_PER_EXERCISE = 20.0  # the two labs written by hand (no answer blocks to count)
 OPENING = "opening"
 METHOD = (f"reading at {READING_WPM} words a minute, {WORK_MINUTES_PER_CODE_CELL:g} minute per code cell, and the "
-          f"cells' run times on a 2-core machine; labs add {LAB_MINUTES_PER_LINE:g} minutes per line of the answer "
+          f"cells' run times on a 2-core machine; labs add {LAB_MINUTES_PER_LINE:g} minute per line of the answer "
           f"({LAB_MINUTES_PER_EXERCISE:g} per exercise where the lab has no answer blocks). Leaves out discussion, "
           "breaks, slow typing, debugging beyond the checks' hints, and the set-up")
 HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)

@@ -12,6 +12,19 @@ from fmlab.labs import lab12
 from fmlab.plan import capstone
 
 SEED = 31  # the drawn briefs of these tests (the lab draws new ones each time it runs)
+_DRAWN = {}
+
+
+@pytest.fixture(autouse=True)
+def drawn_once(monkeypatch):
+    """A seed's briefs are the same every time (draw is deterministic): draw each once for this file's tests."""
+    draw = lab12.draw
+
+    def cached(seed, count=lab12.DRAWN):
+        if (seed, count) not in _DRAWN:
+            _DRAWN[seed, count] = draw(seed, count)
+        return _DRAWN[seed, count]
+    monkeypatch.setattr(lab12, "draw", cached)
 
 
 def with_reasons(run):

@@ -18,8 +18,7 @@ import time
 from dataclasses import replace
 
 from fmlab.labs import lab12
-from fmlab.plan import capstone, recovery, reliability, simulate
-from fmlab.plan.layout import checkpoint_gb
+from fmlab.plan import capstone, reliability, scenario, simulate
 
 
 def timed(fn, *args, **kwargs):
@@ -69,13 +68,7 @@ def main() -> None:
 
     print("4. checkpointless goodput, simulated (70B's state, 10 s steps)")
     for nodes in (256, 2048, 16_384):
-        cl = recovery.options(checkpoint_gb(70e9)["training"], nodes, step_seconds=10.0)[2]
-        rare = reliability.job_mtbf_hours(nodes) / cl.unrecoverable_share
-        s = simulate.Scenario(work_hours=24 * 30, nodes=nodes, loses="step", step_seconds=10.0,
-                              interval_hours=reliability.daly_interval_hours(cl.save_seconds / 3600, rare),
-                              save_seconds=cl.save_seconds, restart_hours=cl.restart_hours,
-                              unrecoverable_share=cl.unrecoverable_share, durable_restart_hours=cl.durable_restart_hours,
-                              steady_overhead=cl.steady_overhead, start_up_hours=0.0)
+        s = scenario.checkpointless_at_scale(nodes)
         print(f"  {nodes:6,} nodes ({8 * nodes:,} GPUs): {simulate.simulate(s, runs=500, seed=0).goodput.mean():.1%}")
 
     print("5. first order against exact (module 8)")

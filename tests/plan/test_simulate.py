@@ -11,7 +11,7 @@ import pytest
 
 from fmlab.plan import capacity, recovery, reliability, scenario, simulate
 from fmlab.plan.compute import PlanError
-from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
 
 
@@ -167,13 +167,8 @@ def test_checkpointless_goodput_stays_within_awss_published_figure_at_thousands_
     """AWS: 'up to 95% training goodput on cluster sizes with thousands of AI accelerators' (recovery.
     CHECKPOINTLESS_SOURCE). Simulated, 70B's state, at 2,048 and 16,384 GPUs and at 2,048 and 16,384 nodes."""
     for nodes in (256, 2048, 16_384):
-        cl = recovery.options(checkpoint_gb(70e9)["training"], nodes, step_seconds=10.0)[2]
-        rare = reliability.job_mtbf_hours(nodes) / cl.unrecoverable_share
-        s = simulate.Scenario(work_hours=24 * 30, nodes=nodes, loses="step", step_seconds=10.0,
-                              interval_hours=reliability.daly_interval_hours(cl.save_seconds / 3600, rare),
-                              save_seconds=cl.save_seconds, restart_hours=cl.restart_hours,
-                              unrecoverable_share=cl.unrecoverable_share, durable_restart_hours=cl.durable_restart_hours,
-                              steady_overhead=cl.steady_overhead, start_up_hours=0.0)
+        s = scenario.checkpointless_at_scale(nodes)
+        assert s.loses == "step" and s.steady_overhead == recovery.Assumptions().checkpointless_overhead
         goodput = simulate.simulate(s, runs=500, seed=0).goodput.mean()
         assert goodput <= 0.95, (nodes, goodput)
 

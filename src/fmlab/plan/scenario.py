@@ -188,3 +188,17 @@ def llama3_405b() -> Scenario:
     return Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
                     interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
                     restart_hours=option.restart_hours, start_up_hours=0.0)
+
+
+def checkpointless_at_scale(nodes: int, params: float = 70e9, step_seconds: float = 10.0,
+                            days: float = 30.0) -> Scenario:
+    """Checkpointless recovery (module 11's option) for a `params` model on `nodes` nodes at Llama 3's failure rate,
+    failures only, its durable S3 saves at Daly's interval for the failures it cannot absorb: the scenario held to
+    AWS's "up to 95% training goodput" (recovery.CHECKPOINTLESS_SOURCE)."""
+    option = recovery.options(checkpoint_gb(params)["training"], nodes, step_seconds=step_seconds)[2]
+    rare = reliability.job_mtbf_hours(nodes) / option.unrecoverable_share
+    return Scenario(work_hours=24 * days, nodes=nodes, loses="step", step_seconds=step_seconds,
+                    interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, rare),
+                    save_seconds=option.save_seconds, restart_hours=option.restart_hours,
+                    unrecoverable_share=option.unrecoverable_share, durable_restart_hours=option.durable_restart_hours,
+                    steady_overhead=option.steady_overhead, start_up_hours=0.0)

@@ -11,7 +11,7 @@ which record is missing. Every check is held to its notebook by tests/course/tes
 
 from __future__ import annotations
 
-from fmlab.course.records import recorded
+from fmlab.course.records import lookup, recorded
 
 CHECKS: dict[str, list[tuple[str, str, str]]] = {
     "00_setup": [
@@ -107,21 +107,13 @@ CHECKS: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-def _lookup(records: dict, path: str):
-    name, *rest = path.split("/")
-    value = records[name]
-    for part in rest:
-        value = value[int(part)] if isinstance(value, list) else value[part]
-    return value
-
-
 def answers(stem: str, records: dict | None = None) -> list[tuple[str, str]]:
     """The notebook's questions and their answers from `records` (default: this kernel's)."""
     records = recorded() if records is None else records
     out = []
     for question, path, sentence in CHECKS[stem]:
         try:
-            answer = sentence.format(_lookup(records, path))
+            answer = sentence.format(lookup(records, path))
         except (KeyError, IndexError, TypeError):
             answer = f"not computed in this run: the section that records `{path.split('/')[0]}` was skipped"
         out.append((question, answer))

@@ -56,8 +56,8 @@ def deck_with_timing(text: str, number: str, data: dict) -> str:
             for path in paths.PATH_NAMES:
                 keys = paths.taken(path, stem, sections)
                 minutes = sum(s["minutes"] for s in sections if paths.key(s["title"]) in keys)
-                per.append(f"{stem[:2]} {path} {paths._fmt(minutes)}" if keys else f"{stem[:2]} {path}: skipped")
-    line = (f"Timing: about {paths._fmt(slides * paths.SLIDE_MINUTES)} for these {slides} slides; the notebook: "
+                per.append(f"{stem[:2]} {path} {paths.fmt_minutes(minutes)}" if keys else f"{stem[:2]} {path}: skipped")
+    line = (f"Timing: about {paths.fmt_minutes(slides * paths.SLIDE_MINUTES)} for these {slides} slides; the notebook: "
             f"{'; '.join(per)} (docs/instructor.md).")
     if TIMING.search(text):
         return TIMING.sub(lambda _: line, text, count=1)

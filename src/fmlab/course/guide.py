@@ -23,6 +23,7 @@ import math
 import re
 from pathlib import Path
 
+from fmlab.course.records import lookup
 from fmlab.environment import ROOT
 
 GUIDE = ROOT / "docs" / "instructor.md"
@@ -82,7 +83,7 @@ def module_block(number: str, data: dict | None = None) -> str:
         for path in paths.PATH_NAMES:
             keys = paths.taken(path, stem, sections)
             minutes = sum(s["minutes"] for s in sections if paths.key(s["title"]) in keys)
-            per.append(f"{path} {paths._fmt(minutes)}" if keys else f"{path}: skipped")
+            per.append(f"{path} {paths.fmt_minutes(minutes)}" if keys else f"{path}: skipped")
         deep = [s["title"] for s in sections if paths.key(s["title"]) not in paths.CORE.get(stem, ())
                 and s["title"] != times.OPENING]
         lines.append(f"- **{stem}**: {'; '.join(per)}.")
@@ -90,7 +91,7 @@ def module_block(number: str, data: dict | None = None) -> str:
     labs = {name: lab for name, lab in data["labs"].items() if name.startswith(f"lab_{number}")}
     for name, lab in labs.items():
         on = [p for p in paths.PATH_NAMES if name in paths.labs(p, data)]
-        lines.append(f"- **{name}**: {paths._fmt(lab['minutes'])} ({lab['answer_lines'] or lab['exercises']} "
+        lines.append(f"- **{name}**: {paths.fmt_minutes(lab['minutes'])} ({lab['answer_lines'] or lab['exercises']} "
                      f"{'lines to write' if lab['answer_lines'] else 'exercises'}); on {', '.join(on)}.")
     hints = lab_hints(number)
     if hints:
@@ -145,16 +146,6 @@ def quoted_figures(text: str | None = None) -> list[tuple[str, str, str]]:
     return [(m.group(1), m.group(2).strip(), m.group(3).strip()) for m in FIGURE.finditer(text)]
 
 
-def _lookup(records: dict, path: str):
-    name, *rest = path.split("/")
-    if name not in records:
-        raise KeyError(f"the notebook recorded no {name!r}")
-    value = records[name]
-    for part in rest:
-        value = value[int(part)] if isinstance(value, list) else value[part]
-    return value
-
-
 def _same(value, quoted: str) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value) == quoted
@@ -190,7 +181,7 @@ def assert_quoted(records: dict, notebook: str, text: str | None = None) -> int:
             continue
         checked += 1
         try:
-            value = _lookup(records, path)
+            value = lookup(records, path)
         except (KeyError, IndexError, TypeError) as e:
             wrong.append(f"{path}: {e}")
             continue

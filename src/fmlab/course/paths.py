@@ -141,7 +141,7 @@ def problems(data: dict | None = None) -> list[str]:
     return out
 
 
-def _fmt(minutes: float) -> str:
+def fmt_minutes(minutes: float) -> str:
     return f"{minutes / 60:.1f} h" if minutes >= 90 else f"{minutes:.0f} min"
 
 
@@ -154,10 +154,10 @@ def header(stem: str, summary: str, data: dict | None = None) -> str:
     for path in PATH_NAMES:
         keys = taken(path, stem, sections)
         minutes = sum(s["minutes"] for s in sections if key(s["title"]) in keys)
-        parts.append(f"{path}: {_fmt(minutes)}" if keys else f"{path}: skipped")
+        parts.append(f"{path}: {fmt_minutes(minutes)}" if keys else f"{path}: skipped")
     deep = [s["title"] for s in sections if key(s["title"]) not in CORE.get(stem, ()) and s["title"] != times.OPENING]
     lines = [HEADER_MARK, f"**You will be able to** {summary}.",
-             f"**Time:** {' · '.join(parts)} (of {_fmt(whole)}; how it is estimated: `docs/instructor.md`). It "
+             f"**Time:** {' · '.join(parts)} (of {fmt_minutes(whole)}; how it is estimated: `docs/instructor.md`). It "
              "ends with a two-minute check."]
     if deep:
         lines.append(f"**Deep dives** (the full course only): {'; '.join(deep)}.")
@@ -178,18 +178,18 @@ def table_markdown(data: dict | None = None) -> str:
             if r is None:
                 cells.append("-")
             elif path == "full course" or len(r.sections) == len(notebook_sections(data)[stem]):
-                cells.append(f"all, {_fmt(r.minutes)}")
+                cells.append(f"all, {fmt_minutes(r.minutes)}")
             else:
                 numbered = [k for k in r.sections if k.isdigit()]
-                cells.append(f"§ {', '.join(numbered) or 'opening'}, {_fmt(r.minutes)}")
+                cells.append(f"§ {', '.join(numbered) or 'opening'}, {fmt_minutes(r.minutes)}")
         lines.append(f"| {stem} | {' | '.join(cells)} |")
     lab_cells = []
     for path in PATH_NAMES:
         chosen = labs(path, data)
         names = "all 14" if path == "full course" else ", ".join(re.match(r"lab_(\w+?)_", n).group(1)
                                                                   for n in chosen)
-        lab_cells.append(f"{names}, {_fmt(sum(chosen.values()))}")
+        lab_cells.append(f"{names}, {fmt_minutes(sum(chosen.values()))}")
     lines.append(f"| labs | {' | '.join(lab_cells)} |")
-    lines.append(f"| breaks | {' | '.join(_fmt(BREAK_MINUTES[p]) if BREAK_MINUTES[p] else '-' for p in PATH_NAMES)} |")
-    lines.append(f"| **total** | {' | '.join('**' + _fmt(total_minutes(p, data)) + '**' for p in PATH_NAMES)} |")
+    lines.append(f"| breaks | {' | '.join(fmt_minutes(BREAK_MINUTES[p]) if BREAK_MINUTES[p] else '-' for p in PATH_NAMES)} |")
+    lines.append(f"| **total** | {' | '.join('**' + fmt_minutes(total_minutes(p, data)) + '**' for p in PATH_NAMES)} |")
     return "\n".join(lines) + "\n"

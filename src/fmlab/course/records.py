@@ -63,3 +63,15 @@ def records_in(cells: list[dict]) -> dict[str, Any]:
 def recorded() -> dict[str, Any]:
     """What this kernel has recorded so far (a copy)."""
     return dict(_RECORDED)
+
+
+def lookup(records: dict[str, Any], path: str) -> Any:
+    """The value at `path` in `records`: a record's name, then keys or list indexes after '/'
+    ("nb12.sized/sized_days", "nb12.sensitivity/0/assumption"); KeyError, IndexError or TypeError when absent."""
+    name, *rest = path.split("/")
+    if name not in records:
+        raise KeyError(f"the notebook recorded no {name!r}")
+    value = records[name]
+    for part in rest:
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value

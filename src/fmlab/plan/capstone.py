@@ -248,7 +248,7 @@ def _platform_problems(run: RunPlan, brief: Brief) -> list[str]:
     out += platforms.problems(run.platform, recovery=run.recovery, reservation=run.reservation_kind)
     if run.detector not in DETECTORS:
         out.append(f"detector {run.detector!r}: choose one of {', '.join(DETECTORS)}")
-    elif "gate" in run.detector or run.detector == "both":
+    elif run.detector in ("held-out gate", "both"):
         every = run.eval_every_hours
         if isinstance(every, bool) or not isinstance(every, int | float) or not 0 < every < math.inf:
             out.append(f"the held-out gate needs eval_every_hours, a finite number of hours > 0, not {every!r}")

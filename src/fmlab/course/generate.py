@@ -53,10 +53,7 @@ def deck_with_timing(text: str, number: str, data: dict) -> str:
     per = []
     for stem, sections in paths.notebook_sections(data).items():
         if stem.startswith(number + "_"):
-            for path in paths.PATH_NAMES:
-                keys = paths.taken(path, stem, sections)
-                minutes = sum(s["minutes"] for s in sections if paths.key(s["title"]) in keys)
-                per.append(f"{stem[:2]} {path} {paths.fmt_minutes(minutes)}" if keys else f"{stem[:2]} {path}: skipped")
+            per += [f"{stem[:2]} {text}" for text in paths.per_path(stem, sections, " ")]
     line = (f"Timing: about {paths.fmt_minutes(slides * paths.SLIDE_MINUTES)} for these {slides} slides; the notebook: "
             f"{'; '.join(per)} (docs/instructor.md).")
     if TIMING.search(text):

@@ -79,14 +79,8 @@ def module_block(number: str, data: dict | None = None) -> str:
     for stem, sections in paths.notebook_sections(data).items():
         if not stem.startswith(number + "_"):
             continue
-        per = []
-        for path in paths.PATH_NAMES:
-            keys = paths.taken(path, stem, sections)
-            minutes = sum(s["minutes"] for s in sections if paths.key(s["title"]) in keys)
-            per.append(f"{path} {paths.fmt_minutes(minutes)}" if keys else f"{path}: skipped")
-        deep = [s["title"] for s in sections if paths.key(s["title"]) not in paths.CORE.get(stem, ())
-                and s["title"] != times.OPENING]
-        lines.append(f"- **{stem}**: {'; '.join(per)}.")
+        deep = paths.deep_dives(stem, sections)
+        lines.append(f"- **{stem}**: {'; '.join(paths.per_path(stem, sections, ' '))}.")
         lines.append(f"  Skip under time pressure: {'; '.join(deep) if deep else 'nothing (every section is core)'}.")
     labs = {name: lab for name, lab in data["labs"].items() if name.startswith(f"lab_{number}")}
     for name, lab in labs.items():

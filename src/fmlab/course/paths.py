@@ -93,16 +93,34 @@ def taken(path: str, stem: str, sections: list[dict]) -> list[str]:
     return [k for k in keys if k in chosen.get(stem, ())]
 
 
+def minutes_taken(path: str, stem: str, sections: list[dict]) -> float | None:
+    """The minutes `path` spends on notebook `stem` (None: the path skips it)."""
+    keys = taken(path, stem, sections)
+    return sum(s["minutes"] for s in sections if key(s["title"]) in keys) if keys else None
+
+
+def per_path(stem: str, sections: list[dict], sep: str = ": ") -> list[str]:
+    """'one day: 19 min', ... for each path ('one day: skipped' where it skips the notebook)."""
+    out = []
+    for path in PATH_NAMES:
+        minutes = minutes_taken(path, stem, sections)
+        out.append(f"{path}: skipped" if minutes is None else f"{path}{sep}{fmt_minutes(minutes)}")
+    return out
+
+
+def deep_dives(stem: str, sections: list[dict]) -> list[str]:
+    """The titles of the sections only the full course takes."""
+    return [s["title"] for s in sections if key(s["title"]) not in CORE.get(stem, ()) and s["title"] != times.OPENING]
+
+
 def rows(path: str, data: dict | None = None) -> list[Row]:
     if path not in PATH_NAMES:
         raise ValueError(f"path must be one of {', '.join(PATH_NAMES)}, not {path!r}")
     out = []
     for stem, sections in notebook_sections(data).items():
-        keys = taken(path, stem, sections)
-        if not keys:
-            continue
-        minutes = sum(s["minutes"] for s in sections if key(s["title"]) in keys)
-        out.append(Row(stem, keys, minutes, sum(s["minutes"] for s in sections)))
+        minutes = minutes_taken(path, stem, sections)
+        if minutes is not None:
+            out.append(Row(stem, taken(path, stem, sections), minutes, sum(s["minutes"] for s in sections)))
     return out
 
 
@@ -150,14 +168,9 @@ def header(stem: str, summary: str, data: dict | None = None) -> str:
     each path and which sections are core."""
     sections = notebook_sections(data)[stem]
     whole = sum(s["minutes"] for s in sections)
-    parts = []
-    for path in PATH_NAMES:
-        keys = taken(path, stem, sections)
-        minutes = sum(s["minutes"] for s in sections if key(s["title"]) in keys)
-        parts.append(f"{path}: {fmt_minutes(minutes)}" if keys else f"{path}: skipped")
-    deep = [s["title"] for s in sections if key(s["title"]) not in CORE.get(stem, ()) and s["title"] != times.OPENING]
+    deep = deep_dives(stem, sections)
     lines = [HEADER_MARK, f"**You will be able to** {summary}.",
-             f"**Time:** {' · '.join(parts)} (of {fmt_minutes(whole)}; how it is estimated: `docs/instructor.md`). It "
+             f"**Time:** {' · '.join(per_path(stem, sections))} (of {fmt_minutes(whole)}; how it is estimated: `docs/instructor.md`). It "
              "ends with a two-minute check."]
     if deep:
         lines.append(f"**Deep dives** (the full course only): {'; '.join(deep)}.")

@@ -16,8 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-from fmlab.plan import compute, layout, published
+from fmlab.plan import compute, published
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import planned_run
 
 ROOT = Path(__file__).resolve().parents[1]
 # (name, model, tokens, instance, count, the layout the course planned it with at 40% MFU, micro-batch)
@@ -37,7 +38,7 @@ def reference_rows() -> list[dict]:
     rows = []
     for name, model, tokens, instance, count, old_layout in REFERENCE_RUNS:
         before = compute.estimate_run(model, tokens, instance, count, 0.4, old_layout.recompute)
-        after = layout.planned(model, tokens, instance, count)
+        after = planned_run(model, tokens, instance, count)
         rows.append({"run": name, "before_layout": old_layout.label, "before_days": before.days,
                      "before_cost_usd": before.cost_usd, "after_layout": f"{after.parallel.label}, recompute "
                      f"{after.parallel.recompute}, micro-batch {after.micro_batch}", "after_mfu": after.mfu,

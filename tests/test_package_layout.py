@@ -3,7 +3,7 @@
     .venv/bin/python -m pytest tests/test_package_layout.py -q      # under a second
 
 The rules (src/fmlab/README.md says why): at most 8 top-level modules (the rest live in a subpackage per concept);
-no two files that import each other; no cycle between subpackages, counting imports inside functions too; no
+no cycle between files (of any length) or between subpackages, counting imports inside functions too; no
 private name (`_x`) imported from another file. A failure names the files to move, rename or add to the map.
 """
 
@@ -60,6 +60,51 @@ def test_no_two_files_import_each_other():
 
     cycles = sorted({tuple(sorted((a, b))) for a in GRAPH for b in GRAPH[a] if a in GRAPH[b] and not related(a, b)})
     assert not cycles, f"files that import each other: {cycles}"
+
+
+MAX_LINES = 450  # a file longer than this is split by idea; labs/ and course/ hold notebook-sized checks and tables
+
+
+def test_no_file_over_the_line():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if p.relative_to(PACKAGE).parts[0] not in ("labs", "course")
+            and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"files over {MAX_LINES} lines, split each by idea: {long}"
+
+
+def test_no_import_cycle_between_files():
+    """Longer cycles too (a -> b -> c -> a), an import inside a function counted: hiding one there only defers it."""
+    def related(a, b):  # a package's __init__ importing its own files is not a cycle
+        return a.startswith(b + ".") or b.startswith(a + ".")
+
+    edges = {a: {b for b in targets if not related(a, b)} for a, targets in GRAPH.items()}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for name in sorted(edges):
+        if name not in index:
+            visit(name)
+    assert not cycles, f"files that reach each other through imports: {cycles}"
 
 
 def test_no_cycle_between_subpackages():

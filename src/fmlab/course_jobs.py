@@ -73,13 +73,14 @@ def course_config(name: str) -> TrainConfig | None:
     """The TrainConfig whose hyperparameters course job `name` sends (fmlab.train parses them back into it);
     None for the trn1 job, which runs NxD's own script."""
     if name == "gpt30b":
-        from fmlab.jobs.sharded import ShardedRun
+        from fmlab.jobs.sharded import gpt30b_config
 
-        return ShardedRun().config
+        return gpt30b_config()
     if name == "gpt30b-p5":
         from fmlab.jobs.capacity import current_stack_run
+        from fmlab.plan.planned import planned_run
 
-        return current_stack_run("ml.p5.48xlarge", 16, P5_LAYOUT).config
+        return current_stack_run(planned_run(**P5_RUN)).config
     if name == "trn2":
         from fmlab.neuron.native import LLAMA2_70B_TRN2
 
@@ -147,11 +148,15 @@ def retry_job() -> JobSpec:
 
 
 def gpt30b_job() -> JobSpec:
-    """Module 7: the 30B GPT run (SMP v2 on 16 x p4d, EFA, FastFile, checkpoints): fmlab.jobs.sharded."""
-    from fmlab.jobs.sharded import ShardedRun
+    """Module 7: the 30B GPT run as planned (SMP v2 on 16 x p4d, EFA, FastFile, checkpoints): fmlab.jobs.sharded's
+    planned job. Its 34.5 days are longer than one job's 28: this is the first job of its chain (job_chain), each
+    job the same request, resuming from the checkpoints the one before left."""
+    from fmlab.jobs.sharded import GPT30B_RUN, job_chain, planned_job
+    from fmlab.plan.planned import planned_run
 
-    return ShardedRun().job_spec(data_uri=DATA, checkpoint_uri=f"{BUCKET}/checkpoints/gpt30b", role=ROLE,
-                                 region=REGION)
+    run = planned_run(**GPT30B_RUN)
+    return job_chain(planned_job(run, "gpt30b"), run.days, DATA, f"{BUCKET}/checkpoints/gpt30b", role=ROLE,
+                     region=REGION)[0]
 
 
 def trn1_job() -> JobSpec:
@@ -171,19 +176,18 @@ def trn2_job() -> JobSpec:
                          checkpoint_uri=f"{BUCKET}/checkpoints/llama2-70b-trn2", role=ROLE, region="us-east-2")
 
 
-P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 11: groups of two p5 nodes
+P5_RUN = {"model": "gpt-30b", "tokens": 300e9, "instance": "ml.p5.48xlarge", "instances": 16}  # module 11's run
 
 
 def gpt30b_p5_job() -> JobSpec:
-    """Module 11: the 30B run on today's stack (16 x p5, FSDP2 hybrid sharding over 16 GPUs, the PyTorch DLC) on a
-    SageMaker training plan's reserved capacity (a placeholder plan ARN: yours comes from CreateTrainingPlan)."""
+    """Module 11: the 30B run as planned on today's stack (16 x p5, FSDP2 over NCCL, the PyTorch DLC) on a SageMaker
+    training plan's reserved capacity (a placeholder plan ARN: yours comes from CreateTrainingPlan)."""
     from fmlab.jobs.capacity import current_stack_spec
-    from fmlab.plan.layout import make_plan
+    from fmlab.plan.planned import planned_run
 
-    days = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=P5_LAYOUT).days
     plan = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-plan/fmlab-gpt30b"
-    return current_stack_spec(plan, DATA, f"{BUCKET}/checkpoints/gpt30b-p5", parallel=P5_LAYOUT, run_days=days,
-                              role=ROLE, region=REGION)
+    return current_stack_spec(planned_run(**P5_RUN), plan, DATA, f"{BUCKET}/checkpoints/gpt30b-p5", role=ROLE,
+                              region=REGION)
 
 
 COURSE_JOBS: dict[str, tuple[str, Callable[[], JobSpec]]] = {

@@ -6,21 +6,19 @@ import json
 
 import pytest
 
-from fmlab.hyperpod import eks
+from fmlab.hyperpod import eks, planned
 from fmlab.plan.layout import candidates, choose
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import planned_run
 from fmlab.service.images import manifest_for
 
-P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)  # module 11's layout for 16 x p5
+RUN = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 11's planned run
 
 
 @pytest.fixture
 def job():
-    return eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *P5_LAYOUT.flags(),
-                        "--checkpoint-dir", "/fsx/checkpoints/gpt30b", "--checkpoint-every", "586",
-                        "--async-checkpoint", "true", "--micro-batch", "1", "--global-batch", "128"],
-                        elastic=(8, 16),
-                        service_account="fmlab")
+    return planned.eks_manifest(RUN, "fmlab-gpt30b", "img:1", data="/fsx/data/gpt2-tokens",
+                                checkpoint_dir="/fsx/checkpoints/gpt30b", elastic=(8, 16), service_account="fmlab")
 
 
 def test_the_manifest_passes_and_runs_the_course_script_with_hyperpodrun(job):
@@ -69,8 +67,20 @@ def test_another_instance_types_layout_is_refused(job):
     p5en = choose(candidates("gpt-30b", 300e9, "ml.p5en.48xlarge", 8))["parallel"]
     borrowed = eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *p5en.flags()])
     (problem,) = {p.split(" GB")[0]: p for p in eks.layout_problems(borrowed)}.values()  # same at 16 nodes
-    assert "on 16 x ml.p5.48xlarge, which has 72 usable" in problem
+    assert "on 16 x ml.p5.48xlarge, which may use 68.4" in problem
     assert eks.layout_problems(job) == []
+
+
+def test_a_manifest_that_runs_another_run_is_refused_by_its_own_flags():
+    """The manifest module 11 printed before the planned run: hybrid 16, micro-batch 1 and 128 sequences per step,
+    saving every 586 steps (the planned run's interval at its own 5.46 s step). Its own step is about a second, so it
+    saves every few minutes: re-planned from its flags, the interval is refused, and the planned run's is not."""
+    old = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
+    job = eks.manifest("fmlab-gpt30b", "img:1", 16, "ml.p5.48xlarge", ["--model", "gpt-30b", *old.flags(),
+                       "--checkpoint-dir", "/fsx/checkpoints/gpt30b", "--checkpoint-every", "586",
+                       "--async-checkpoint", "true", "--micro-batch", "1", "--global-batch", "128"])
+    (problem,) = eks.layout_problems(job)
+    assert "--checkpoint-every 586 steps of" in problem and "from Daly's 0.89 h" in problem, problem
 
 
 def test_a_folder_on_no_volume_is_refused(job):
@@ -95,7 +105,7 @@ def test_an_elastic_job_keeps_its_global_batch(job):
     at = command.index("--global-batch")
     del command[at:at + 2]
     assert any("without --global-batch changes its batch" in p for p in eks.layout_problems(bad))
-    command += ["--global-batch", "96"]  # 96 sequences do not split over 128 replicas at 16 nodes
+    command += ["--global-batch", "96"]  # 96 sequences do not split over 128 replicas x 2 at 16 nodes
     assert any("on 16 nodes: --global-batch 96 does not split" in p for p in eks.layout_problems(bad))
 
 
@@ -107,7 +117,7 @@ def test_restarts_need_a_checkpoint_to_resume_from(job):
     at = command.index("--checkpoint-every")
     del command[at:at + 2]
     found = eks.checkpoint_problems(bad)
-    assert len(found) == 1 and "--checkpoint-every is 0" in found[0] and "checkpoint_every_steps" in found[0]
+    assert len(found) == 1 and "--checkpoint-every is 0" in found[0] and "fmlab.train.planned.flags" in found[0]
     assert "runPolicy.jobMaxRetryCount and runPolicy.restartPolicy and elasticPolicy" in found[0]
     assert found[0] in eks.problems(bad)
     at = command.index("--checkpoint-dir")
@@ -122,9 +132,9 @@ def test_restarts_need_a_checkpoint_to_resume_from(job):
 def test_the_interval_in_steps_is_dalys_at_the_predicted_step():
     """Module 8's Daly interval for the planned 30B run on 16 p5 (0.89 h with asynchronous saves, 1.99 h
     synchronous), divided by the planner's predicted step of 5.46 s."""
-    from fmlab.plan import layout, scenario
+    from fmlab.plan import scenario
 
-    plan = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    plan = RUN.estimate
     assert scenario.step_seconds(plan) == pytest.approx(plan.step["step_s"])
     for async_save, hours in ((True, 0.89), (False, 1.99)):
         assert scenario.daly_interval_hours(plan, async_save=async_save) == pytest.approx(hours, abs=0.01)

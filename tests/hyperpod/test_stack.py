@@ -8,10 +8,10 @@ import pytest
 
 from fmlab.hyperpod import slurm, stack, tiered
 from fmlab.jobs.capacity import current_stack_run
-from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import planned_run
 
-P5_LAYOUT = ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
+RUN = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 11's planned run
 
 
 def test_the_published_fp8_speedups_are_reproduced_from_their_tables():
@@ -25,10 +25,9 @@ def test_the_published_fp8_speedups_are_reproduced_from_their_tables():
 
 
 def test_fp8_rows_divide_the_planners_days_and_keep_its_memory():
-    rows = stack.fp8_rows("gpt-30b", 300e9, "ml.p5.48xlarge", 16, P5_LAYOUT)
+    rows = stack.fp8_rows(RUN)
     bf16, *fp8 = rows
-    plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=P5_LAYOUT, suggest=False)
-    assert bf16.precision == "bf16" and bf16.days == pytest.approx(plan.days) and 10 < bf16.days < 14  # predicted
+    assert bf16.precision == "bf16" and bf16.days == pytest.approx(RUN.days) and 8 < bf16.days < 10  # predicted
     assert "(predicted)" in bf16.source
     assert len(fp8) == 3  # the three 8B-on-8-H100 measurements
     for row in fp8:
@@ -38,9 +37,10 @@ def test_fp8_rows_divide_the_planners_days_and_keep_its_memory():
 
 
 def test_the_30b_run_as_torchtitans_toml_uses_only_names_torchtitan_has():
-    toml = stack.torchtitan_toml(current_stack_run(run_days=12.9).config, nodes=16)
-    assert toml["parallelism"] == {"data_parallel_shard_degree": 16, "data_parallel_replicate_degree": 8,
-                                   "tensor_parallel_degree": 1}  # 128 GPUs: 8 groups of 16
+    toml = stack.torchtitan_toml(current_stack_run(RUN).config, nodes=16)
+    assert toml["parallelism"] == {"data_parallel_shard_degree": 32, "data_parallel_replicate_degree": 4,
+                                   "tensor_parallel_degree": 1}  # 128 GPUs: 4 groups of 32, the planned layout
+    assert toml["training"]["global_batch_size"] == RUN.global_batch and toml["checkpoint"]["interval"] == 586
     for section, fields in toml.items():
         assert set(fields) <= set(stack.TORCHTITAN_FIELDS[section]), section
     for name in stack.NAMES:
@@ -52,7 +52,7 @@ def test_the_30b_run_as_torchtitans_toml_uses_only_names_torchtitan_has():
 
 
 def test_what_torchtitan_cannot_do_is_refused():
-    config = current_stack_run(run_days=12.9).config
+    config = current_stack_run(RUN).config
     offloading = type(config)(**{**vars(config), "parallel": ParallelConfig(sharding="full",
                                                                             activation_offloading=True)})
     with pytest.raises(ValueError, match="no activation offloading"):

@@ -107,7 +107,8 @@ def test_the_twin_keeps_everything_but_the_sizes(request_30b):
     assert (spec.distribution, spec.input_mode) == ("smp", "FastFile")
     assert spec.environment == run.job_spec("s3://b/d", "s3://b/c").environment  # same image, same EFA settings
     assert spec.world_size() == 4 and spec.smp == {"hybrid_shard_degree": 2, "tensor_parallel_degree": 1}
-    assert spec.volume_gb <= 31 and twin.tokens_per_step == 4 * 1 * 128  # a tiny model needs no big disk
+    assert spec.volume_gb <= 31 and twin.tokens_per_step == 4 * run.config.micro_batch * 128  # no big disk
+    assert twin.config.global_batch == 0 and run.config.global_batch == 1024  # the plan's batch is for 128 GPUs
     assert twin.config.seq_len == 128 and twin.config.lr == run.config.lr  # the new model's context; the rest kept
     with pytest.raises(TypeError, match="not a field of ShardedRun, Cluster, TrainConfig or ParallelConfig"):
         run.shrink(nodes=2)

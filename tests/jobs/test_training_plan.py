@@ -8,6 +8,7 @@ from fmlab.jobs import capacity
 from fmlab.jobs.preflight import preflight
 from fmlab.jobs.request import capture_request
 from fmlab.plan.capacity import reservation
+from fmlab.plan.planned import planned_run
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/fmlab-gpt30b"
 
@@ -41,22 +42,23 @@ def test_a_plan_name_outside_the_api_pattern_is_refused():
 
 
 def test_the_job_on_the_plan_is_todays_stack_and_passes_preflight(no_aws_credentials):
-    spec = capacity.current_stack_spec(ARN, "s3://fmlab-course/data/v1", "s3://fmlab-course/checkpoints/p5",
-                                       run_days=12.9)
+    run = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 11's planned run: 9.0 days
+    spec = capacity.current_stack_spec(run, ARN, "s3://fmlab-course/data/v1", "s3://fmlab-course/checkpoints/p5")
     request = capture_request(spec).request
     assert request["ResourceConfig"]["TrainingPlanArn"] == ARN
     assert request["ResourceConfig"]["InstanceType"] == "ml.p5.48xlarge"
     assert "/pytorch:" in request["AlgorithmSpecification"]["TrainingImage"]  # the DLC, not the SMP image
     assert "mp_parameters" not in request["HyperParameters"]
     hps = request["HyperParameters"]
-    assert (hps["sharding"], hps["hybrid_shard_degree"], hps["backend"]) == ('hybrid', '16', 'nccl')
+    assert (hps["sharding"], hps["hybrid_shard_degree"], hps["backend"]) == ('hybrid', '32', 'nccl')
+    assert (hps["micro_batch"], hps["global_batch"], hps["checkpoint_every"]) == ("2", "1024", "586")
     # the DLC's aws-ofi-nccl (1.20.0) needs no EFA variable: none is forced (aws-ofi-nccl doc/efa-env-var.md)
     assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO"} & set(request["Environment"])
-    assert request["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.2 * 12.9 * 24 * 3600)
+    assert request["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.2 * run.days * 24 * 3600)
     # the plan bought for this run holds the job: its MaxRuntime, the start-up and the plan's last 30 minutes
-    plan = reservation(12.9)
-    assert plan.covers(request["StoppingCondition"]["MaxRuntimeInSeconds"]) and plan.days == 16
-    assert not reservation(12.9, margin=1.0).covers(request["StoppingCondition"]["MaxRuntimeInSeconds"])
+    plan = reservation(run.days)
+    assert plan.covers(request["StoppingCondition"]["MaxRuntimeInSeconds"]) and plan.days == run.reserved_days == 11
+    assert not reservation(run.days, margin=1.0).covers(request["StoppingCondition"]["MaxRuntimeInSeconds"])
     report = preflight(request, quotas=False)
     assert report.ok and "training-plan" in {f.check for f in report.findings if f.level == "warn"}
 

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from fmlab.plan import capacity, layout
+from fmlab.plan import capacity, regions
 from fmlab.plan.compute import PlanError
+from fmlab.plan.planned import planned_run
 
 P5 = ("us-east-1", "ml.p5.48xlarge")
 
@@ -39,7 +40,7 @@ def test_the_reservation_holds_the_job_and_its_last_half_hour():
 
 
 def test_each_option_says_why_it_cannot_be_used():
-    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
+    rows = regions.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
     by = {(r.region, r.instance): r for r in rows}
     assert by[P5].feasible
     assert "quota 0 < 16" in by[("us-east-2", "ml.p5.48xlarge")].why_not
@@ -49,14 +50,14 @@ def test_each_option_says_why_it_cannot_be_used():
 
 
 def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
-    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16, ("us-east-2", "ml.p5en.48xlarge"): 8})
-    best = capacity.choose(rows)
+    rows = regions.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16, ("us-east-2", "ml.p5en.48xlarge"): 8})
+    best = regions.choose(rows)
     # reserved p5 at its 2024-12 rate; 8 p5en on demand have no price of that date to weigh against it
     assert (best.region, best.instance) == P5
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
     # the rate x plan count x the days that hold the job: module 7's predicted 9.0 days (the planner's layout for
     # 16 p5, fmlab.plan.layout.planned) x 1.2 + start-up + the last 30 minutes -> 11 whole days of Capacity Blocks
-    assert p5.days == pytest.approx(layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16).days)
+    assert p5.days == pytest.approx(planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16).days)
     assert p5.reserved_days == capacity.reservation(p5.days, kind="capacity block").days == 11
     assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 11)
     p4d = next(r for r in rows if r.instance == "ml.p4d.24xlarge")  # 34.5 days: Capacity Blocks sell weeks past 14
@@ -64,17 +65,17 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
 
 
 def test_nothing_feasible_says_what_to_change():
-    rows = capacity.options("gpt-30b", 300e9, deadline_days=5, quotas={P5: 16})
+    rows = regions.options("gpt-30b", 300e9, deadline_days=5, quotas={P5: 16})
     with pytest.raises(PlanError, match="quota increase, extend the deadline or add instances"):
-        capacity.choose(rows)
+        regions.choose(rows)
     with pytest.raises(PlanError, match="deadline_days"):
-        capacity.options("gpt-30b", 300e9, deadline_days=0, quotas={})
+        regions.options("gpt-30b", 300e9, deadline_days=0, quotas={})
 
 
 def test_prices_are_compared_on_one_basis():
     """Capacity Blocks against EC2 on demand of the same date (PRICE_BASIS: 2024-12, p5 at $98.32); against today's
     on-demand price (a 44% cut later) or SageMaker's training price the comparison is refused."""
-    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
+    rows = regions.options("gpt-30b", 300e9, deadline_days=30, quotas={P5: 16})
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
     assert p5.on_demand_usd == pytest.approx(98.32 * 16 * 24 * p5.days)  # EC2 on demand at the reserved rates' date
     assert p5.on_demand_today_usd == pytest.approx(55.04 * 16 * 24 * p5.days)  # shown beside, never compared
@@ -91,7 +92,7 @@ def test_prices_are_compared_on_one_basis():
 def test_the_choice_weighs_options_at_one_date():
     """A reservation and an on-demand option are weighed at the reserved rates' date; with no price of that date
     the on-demand option drops out. On demand alone, today's prices decide."""
-    only = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
-    best = capacity.choose(only)
+    only = regions.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-2", "ml.p5en.48xlarge"): 8})
+    best = regions.choose(only)
     assert best.instance == "ml.p5en.48xlarge" and math.isnan(best.on_demand_usd)
     assert best.on_demand_today_usd == pytest.approx(63.296 * 8 * 24 * best.days)

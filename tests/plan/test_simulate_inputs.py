@@ -58,9 +58,10 @@ def test_a_brief_with_no_budget_or_deadline_is_refused_not_passed():
 
 
 def test_a_gate_every_zero_hours_is_refused_not_read_as_no_gate():
-    from fmlab.plan import layout, scenario
+    from fmlab.plan import scenario
+    from fmlab.plan.planned import planned_run
 
-    plan = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    plan = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16).estimate
     with pytest.raises(PlanError, match="eval_every_hours must be > 0"):
         scenario.scenario_for(plan, eval_every_hours=0)
     assert math.isinf(scenario.scenario_for(plan, eval_every_hours=None).eval_every_hours)

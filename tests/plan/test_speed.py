@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fmlab.plan import catalog, compute, hardware, layout, published, speed
+from fmlab.plan import catalog, compute, gpu_measurements, hardware, layout, published, speed
 from fmlab.plan.compute import PlanError
 from fmlab.plan.parallelism import ParallelConfig
 from fmlab.plan.scaling import bubble_fraction
@@ -99,7 +99,7 @@ def test_a_wrong_run_gets_an_error_naming_its_field(change, words):
 
 
 def test_the_kernel_efficiency_is_the_courses_own_measurement():
-    measured = speed.kernel_efficiency_measured()
+    measured = gpu_measurements.kernel_efficiency_measured()
     assert len(measured) == 4  # compiled and eager, on one H100 and one H200
     for (kernels, card), value in measured.items():
         assert speed.KERNEL_EFFICIENCY[kernels] == pytest.approx(value, abs=0.02), (kernels, card)

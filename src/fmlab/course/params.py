@@ -36,11 +36,11 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 
 
 def module7_plan(**overrides):
-    """Module 7's run as notebook 07 plans it: its parameters (with `overrides`: model, tokens, instance, instances),
-    the layout and micro-batch `layout.choose` takes among the candidates, and the plan of that layout: the
-    predicted step's days and cost, or its "what if" MFU when the notebook sets one."""
-    from fmlab.plan import layout
+    """Module 7's run as notebook 07 plans it (fmlab.plan.planned.planned_run, a PlannedRun): its parameters (with
+    `overrides`: model, tokens, instance, instances), the layout and micro-batch the planner chooses, the predicted
+    step's days and cost (or its "what if" MFU when the notebook sets one), the checkpoint interval and reservation."""
+    from fmlab.plan.planned import planned_run
 
     run = {**notebook_parameters("07_gpt30b_sharded_training.ipynb"), **overrides}
-    return layout.planned(run["model"], run["tokens"], run["instance"], run["instances"],
-                          micro_batches=tuple(run["micro_batches"]), mfu=run["mfu"])
+    return planned_run(run["model"], run["tokens"], run["instance"], run["instances"],
+                       micro_batches=tuple(run["micro_batches"]), mfu=run["mfu"])

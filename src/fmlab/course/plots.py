@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 from fmlab.plan import compute
-from fmlab.plan.layout import make_plan, planned
+from fmlab.plan.layout import make_plan
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import planned_run
 
 
 def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: list[int], mfu: float | None = None,
@@ -29,7 +30,7 @@ def time_and_cost_vs_cluster(model: str, tokens: float, instance: str, counts: l
     days, costs, mfus = [], [], []
     for n in counts:
         if mfu is None:
-            est = planned(model, tokens, instance, n, micro_batches=micro_batches)
+            est = planned_run(model, tokens, instance, n, micro_batches=micro_batches)
         else:
             frac = 0 if hi == lo else (n - lo) / (hi - lo)
             m = mfu if mfu_at_scale is None else mfu + frac * (mfu_at_scale - mfu)

@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 
 from fmlab.plan.compute import PlanError
-from fmlab.plan.layout import make_plan
+from fmlab.train import planned
 from fmlab.train.config import TrainConfigError, accumulation_for, parse_config
 
 SCHEMA_PATH = Path(__file__).with_name("hyperpodpytorchjob.schema.json")
@@ -222,9 +222,10 @@ def volume_problems(job: dict) -> list[str]:
 
 
 def layout_problems(job: dict) -> list[str]:
-    """Re-plan the script's layout flags for the job's own instance type (fmlab.plan.layout.make_plan, at
-    micro-batch 1 and the model's context: a layout that misses there misses with any batch), at the starting
-    node count and, for an elastic job, at its fewest nodes, where every shard is larger."""
+    """Re-plan the script's own flags for the job's own instance type (fmlab.train.planned.problems: its layout,
+    micro-batch, global batch and context), at the starting node count and, for an elastic job, at its fewest nodes,
+    where every shard is larger: a layout that does not fit with the planner's headroom, a checkpoint interval (in
+    hours of the step those flags give) shorter than one save's upload or far from Daly's."""
     out = []
     elastic = (job.get("spec") or {}).get("elasticPolicy") or {}
     for replica, spec, container in _containers(job):
@@ -240,18 +241,12 @@ def layout_problems(job: dict) -> list[str]:
         out += _batch_problems(replica, config, elastic, GPUS.get(instance_type, 1))
         counts = {replica.get("replicas"), elastic.get("minReplicas")}  # a count of the wrong type: the schema's
         for nodes in sorted(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n >= 1):
-            try:
-                plan = make_plan(config.model, 1e9, instance_type, nodes, parallel=config.parallel, suggest=False)
-            except (PlanError, KeyError) as e:
-                out.append(f"replica {replica.get('name')!r}: the layout cannot be built on {nodes} x {instance_type}: {e}")
-                continue
-            if not plan.fits:
-                lay = config.parallel
-                out.append(f"replica {replica.get('name')!r}: the layout (sharding {lay.label}, tp {lay.tp}, activation "
-                           f"checkpointing {lay.activation_checkpointing}) needs "
-                           f"{plan.memory_gb_per_device:.1f} GB per GPU on {nodes} x {instance_type}, which has "
-                           f"{plan.usable_memory_gb:.0f} usable: choose the layout for this instance type "
-                           f"(fmlab.plan.layout.choose(candidates(...)))")
+            if config.global_batch and nodes != replica.get("replicas"):
+                try:  # an elastic job on fewer nodes accumulates more passes (_batch_problems reports a bad split)
+                    accumulation_for(config, config.parallel.dp(nodes * GPUS.get(instance_type, 1)))
+                except (TrainConfigError, PlanError):
+                    continue
+            out += planned.problems(config, instance_type, nodes, f"replica {replica.get('name')!r} on {nodes} nodes")
     return out
 
 
@@ -302,8 +297,8 @@ def checkpoint_problems(job: dict) -> list[str]:
                        f"a folder on the FSx claim")
         elif config.checkpoint_every <= 0:
             out.append(f"replica {replica.get('name')!r}: {why}, but --checkpoint-every is 0 (a save only at the "
-                       f"end): every restart would begin at step 0. Set it to Daly's interval in steps "
-                       f"(fmlab.plan.scenario.checkpoint_every_steps) and pass --async-checkpoint true")
+                       f"end): every restart would begin at step 0. Render the flags from the planned run "
+                       f"(fmlab.train.planned.flags: Daly's interval in steps, asynchronous saves)")
     return out
 
 

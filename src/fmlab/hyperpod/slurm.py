@@ -32,9 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fmlab.environment import ROOT, FileLock, free_port
+from fmlab.train import planned
+from fmlab.train.config import TrainConfigError, parse_config
 
 SETUP_SCRIPT = ROOT / "requirements" / "slurm.sh"
 ENTRY_SCRIPT = ROOT / "entrypoints" / "train.py"
+SPEC_FOLDERS = ("--checkpoint-dir", "--checkpoint_dir", "--output-dir", "--output_dir")  # the spec sets these itself
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
             "DEADLINE")
 
@@ -131,6 +134,10 @@ class SlurmTrainSpec:
             raise ValueError(f"time_limit_minutes must be at least 1, got {self.time_limit_minutes}")
         if self.container_mounts and not self.container_image:
             raise ValueError("container_mounts needs a container_image (Pyxis mounts into the container it starts)")
+        given = [flag for flag in SPEC_FOLDERS if flag in self.train_args]
+        if given:
+            raise ValueError(f"train_args gives {', '.join(given)}: the spec puts the checkpoints and the output under "
+                             "work_dir (work_dir/checkpoints, work_dir/out); set work_dir instead")
         self.work_dir = Path(self.work_dir).resolve()
         self.code_dir = Path(self.code_dir) if self.code_dir else ROOT
 
@@ -141,6 +148,37 @@ class SlurmTrainSpec:
     @property
     def checkpoint_dir(self) -> Path:
         return self.work_dir / "checkpoints"
+
+
+def train_args_of(script: str) -> list[str]:
+    """The training script's flags in a batch script's `srun` line (what `python -m fmlab.train` parses): the
+    words after the entry script. ValueError when the script has no `srun` line that runs it."""
+    for line in script.splitlines():
+        if line.strip().startswith("srun "):
+            words = shlex.split(line.replace("$", "DOLLAR_"))
+            for i, word in enumerate(words):
+                if word.endswith(ENTRY_SCRIPT.name):
+                    return [w.replace("DOLLAR_", "$") for w in words[i + 1:]]
+    raise ValueError(f"the batch script has no srun line that runs {ENTRY_SCRIPT.name}")
+
+
+def script_problems(script: str, instance_type: str) -> list[str]:
+    """The batch script's training flags held against the planner, as on `instance_type` nodes: a flag given twice
+    (the last one wins, silently), then the layout re-planned from its own flags (does it fit with the planner's
+    headroom?) and its checkpoint interval in hours of its own step (fmlab.train.planned.problems)."""
+    nodes = re.search(r"^#SBATCH --nodes=(\d+)", script, re.M)
+    try:
+        args = train_args_of(script)
+    except ValueError as e:
+        return [str(e)]
+    flags = [a.replace("_", "-") for a in args if a.startswith("--")]
+    out = [f"{flag} is given {flags.count(flag)} times: the last one wins" for flag in sorted(set(flags))
+           if flags.count(flag) > 1]
+    try:
+        config = parse_config(args, env={})
+    except TrainConfigError as e:
+        return out + [f"the training flags do not parse: {e}"]
+    return out + planned.problems(config, instance_type, int(nodes.group(1)) if nodes else 1, "the srun line")
 
 
 def batch_script(spec: SlurmTrainSpec, port: int | None = None) -> str:

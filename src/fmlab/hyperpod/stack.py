@@ -1,7 +1,7 @@
 """The 2026 stack beside the course's: FP8 training as published, and the reference stacks' names for the course's flags.
 
     from fmlab.hyperpod import stack
-    stack.fp8_rows("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel)   # bf16 and two FP8 recipes: days, cost, memory
+    stack.fp8_rows(planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16))   # bf16 and FP8 recipes: days, cost, memory
     stack.reference_names()                                           # course flag -> torchtitan / HyperPod recipes
     stack.torchtitan_toml(config, nodes=16, gpus_per_node=8)          # the course's TrainConfig as torchtitan's TOML
 
@@ -15,10 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fmlab.plan import catalog
 from fmlab.plan.capacity import EC2_ON_DEMAND, EC2_ON_DEMAND_SOURCE
-from fmlab.plan.layout import make_plan
-from fmlab.plan.parallelism import ParallelConfig
 
 READ = "2026-11-26"
 TORCHTITAN_RELEASE = "v0.2.2"  # the last release with TOML configs (2026-02-20); later ones configure in Python
@@ -81,15 +78,15 @@ class StackRow:
     source: str
 
 
-def fp8_rows(model: str, tokens: float, instance: str, count: int, parallel: ParallelConfig,
-             mfu: float | None = None) -> list[StackRow]:
-    """The run in bf16 (the planner's days: its predicted step, or `mfu` as a "what if") and in FP8 with each 8B recipe's published speed-up on H100:
-    days, cost on EC2's on-demand price, memory (unchanged: the measurements show the same peak)."""
-    plan = make_plan(model, tokens, catalog.instance(instance), count, parallel=parallel, mfu=mfu, suggest=False)
-    hourly = EC2_ON_DEMAND.get(instance, float("nan")) * count
+def fp8_rows(run) -> list[StackRow]:
+    """The planned run (fmlab.plan.planned.PlannedRun) in bf16 (the planner's days: its predicted step, or its "what
+    if" MFU) and in FP8 with each 8B recipe's published speed-up on H100: days, cost on EC2's on-demand price, memory
+    (unchanged: the measurements show the same peak)."""
+    plan = run.estimate
+    hourly = EC2_ON_DEMAND.get(run.instance, float("nan")) * run.instances
+    basis = "what if" if plan.speed_basis.startswith("what if") else "predicted"
     rows = [StackRow("bf16", plan.days, hourly * 24 * plan.days, plan.memory_gb_per_device, 0.0,
-                     f"the course's planner at {plan.mfu:.0%} MFU ({'predicted' if mfu is None else 'what if'}); "
-                     f"{EC2_ON_DEMAND_SOURCE}")]
+                     f"the course's planner at {plan.mfu:.0%} MFU ({basis}); {EC2_ON_DEMAND_SOURCE}")]
     for result in FP8_RESULTS:
         if result.model.endswith("8B"):
             days = plan.days / (1 + result.speedup)

@@ -4,7 +4,8 @@
     search = capacity.search_request("ml.p5.48xlarge", 16, days=13)      # SearchTrainingPlanOfferings
     capacity.check(search, "SearchTrainingPlanOfferings")                   # [] or the problems, each named
     create = capacity.create_request("fmlab-gpt30b-p5", offering_id="tpo-...")   # CreateTrainingPlan
-    spec = capacity.current_stack_spec(plan_arn=..., data_uri=..., checkpoint_uri=...)  # the 30B run on p5
+    spec = capacity.current_stack_spec(planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16), plan_arn=..., data_uri=...,
+                                       checkpoint_uri=...)                     # the planned 30B run on p5
 
 Each request is checked like the course's CreateTrainingJob requests: against botocore's SageMaker API model
 (`fmlab.service.api_model.api_problems`: types, ranges, enums, patterns) and then against the prose limits of
@@ -20,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from fmlab.jobs.sharded import ShardedRun, gpt30b_config
-from fmlab.jobs.spec import Cluster, JobSpec
-from fmlab.plan.capacity import JOB_MARGIN, PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
+from fmlab.jobs.sharded import ShardedRun, gpt30b_config, planned_job
+from fmlab.jobs.spec import JobSpec
+from fmlab.plan.capacity import PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import PlannedRun
 from fmlab.service.api_model import Problem, api_problems
-from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
 # What a plan can serve, one kind per plan (PLAN_LIMITS_SOURCE): the SageMakerResourceName enum of botocore's model,
 # which lists endpoint and studio-apps beside training-job and hyperpod-cluster (botocore 1.44.5, read 2026-11-26).
@@ -91,26 +92,21 @@ def check(request: dict, operation: str) -> list[Problem]:
     return problems
 
 
-def current_stack_run(instance_type: str = "ml.p5.48xlarge", instances: int = 16,
-                      parallel: ParallelConfig | None = None, run_days: float = 5.0) -> ShardedRun:
-    """Module 7's 30B run on today's stack: the same TrainConfig with `parallel` as its layout (default: hybrid
-    sharding in groups of 16 GPUs, two p5 nodes) over NCCL, and a time limit of `run_days` x JOB_MARGIN (plus 20%), at most
+def current_stack_run(run: PlannedRun, name: str = "gpt30b-p5") -> ShardedRun:
+    """The planned run on today's stack: module 7's script and settings rendered from `run` (its layout over NCCL, its
+    micro-batch, global batch and checkpoint interval), with a time limit of its days x JOB_MARGIN, at most
     SageMaker's 28 days (a longer run is a chain of jobs: fmlab.jobs.sharded.job_chain)."""
-    parallel = parallel or ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
-    hours = min(JOB_MARGIN * run_days * 24, MAX_RUNTIME_SECONDS / 3600)
-    config = dataclasses.replace(gpt30b_config(), parallel=dataclasses.replace(parallel, backend="nccl"))
-    return ShardedRun("gpt30b-p5", config, Cluster(instance_type, instances), max_run_hours=hours).check()
+    base = dataclasses.replace(gpt30b_config(), parallel=ParallelConfig(backend="nccl"))
+    return planned_job(run, name, base)
 
 
-def current_stack_spec(plan_arn: str | None, data_uri: str, checkpoint_uri: str, instance_type: str = "ml.p5.48xlarge",
-                       instances: int = 16, parallel: ParallelConfig | None = None, run_days: float = 5.0,
+def current_stack_spec(run: PlannedRun, plan_arn: str | None, data_uri: str, checkpoint_uri: str,
                        role: str | None = None, region: str | None = None,
                        max_pending_seconds: int | None = None) -> JobSpec:
-    """The JobSpec of `current_stack_run(...)`: the same script, data, checkpoints and EFA environment as module 7,
+    """The JobSpec of `current_stack_run(run)`: the same script, data, checkpoints and EFA environment as module 7,
     launched with torchrun (no SMP) in the current PyTorch DLC on p5/p5en, and on a training plan's capacity when
     `plan_arn` is given. `max_pending_seconds`: how long the job may wait for capacity (on a plan, only while the plan
     is Active; queued before its start, the wait is free)."""
-    run = current_stack_run(instance_type, instances, parallel, run_days)
-    spec = run.job_spec(data_uri, checkpoint_uri, role=role, region=region, distribution="torchrun", smp={},
-                        image="pytorch", training_plan_arn=plan_arn)
+    spec = current_stack_run(run).job_spec(data_uri, checkpoint_uri, role=role, region=region, distribution="torchrun",
+                                           smp={}, image="pytorch", training_plan_arn=plan_arn)
     return dataclasses.replace(spec, max_pending_seconds=max_pending_seconds)

@@ -1,12 +1,11 @@
 """Module 7's job: pretraining a GPT with sharded data parallelism (SMP v2 on PyTorch FSDP), described once.
 
-    layout = ParallelConfig(sharding="hybrid", hybrid_shard_degree=64, activation_checkpointing="full")
-    run = ShardedRun(config=replace(gpt30b_config(), parallel=layout), cluster=Cluster("ml.p4d.24xlarge", 16))
+    run = planned_job(planned_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16), "gpt30b")   # the planned run, as a job
     spec = run.job_spec(data_uri="s3://bucket/data/v1", checkpoint_uri="s3://bucket/checkpoints/gpt30b")
     twin = run.shrink(model="small-gpt", instances=2, processes_per_host=2, hybrid_shard_degree=2, max_steps=60,
                       lr=3e-3, warmup_steps=5)   # a tiny model trains in few steps: shorter warm-up, higher LR
 
-    chain = job_chain(run, planned_days=41.1, data_uri=..., checkpoint_uri=...)   # a run longer than 28 days
+    chain = job_chain(run, planned_days=34.5, data_uri=..., checkpoint_uri=...)   # a run longer than 28 days
     run.storage()                            # what the volume line of the request means on this instance
 
 The run holds the training script's own `TrainConfig` (fmlab.train.config): the hyperparameters of its request are
@@ -41,11 +40,12 @@ from fmlab.plan.capacity import JOB_MARGIN
 from fmlab.plan.compute import param_count
 from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
-from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import PlannedRun, planned_run
 from fmlab.service.images import EFA_ENV_DOC, OLD_PLUGIN_ENVIRONMENT, efa_environment, manifest_for
 from fmlab.service.rules import MAX_RUNTIME_SECONDS
 from fmlab.service.smp_settings import to_mp_parameters
 from fmlab.train.config import TrainConfig
+from fmlab.train.planned import train_config
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,25 @@ STORAGE_SOURCE = ("Amazon EC2 accelerated computing instance types, instance sto
                   "get no EBS volume and the request's size is not used")
 
 
+# Module 7's run: the 30B GPT on 300B tokens on 16 x p4d (notebook 07's parameters; its test holds them equal).
+GPT30B_RUN = {"model": "gpt-30b", "tokens": 300e9, "instance": "ml.p4d.24xlarge", "instances": 16}
+
+
 def gpt30b_config() -> TrainConfig:
-    """Module 7's training settings for the 30B GPT: SMP v2's full sharding with full recomputation (the layout
-    notebook 07 replaces with the planner's choice), its context of 2,048 tokens, 64 held-out sequences."""
-    return TrainConfig(model="gpt-30b", seq_len=catalog.model("gpt-30b").seq_len, micro_batch=1, max_steps=1000,
-                       lr=1e-4, warmup_steps=100, checkpoint_every=250, keep_checkpoints=3, eval_sequences=64,
-                       parallel=ParallelConfig(sharding="full", activation_checkpointing="full"))
+    """Module 7's training settings for the 30B GPT: the planned run's (fmlab.plan.planned.planned_run of GPT30B_RUN:
+    the layout and micro-batch the planner chooses, GPT-3's global batch, all its steps, Daly's checkpoint interval
+    and the saves it keeps), with the script's own learning rate, warm-up and 64 held-out sequences."""
+    run = planned_run(**GPT30B_RUN)
+    return train_config(run, TrainConfig(lr=1e-4, warmup_steps=100, eval_sequences=64))
+
+
+def planned_job(run: PlannedRun, name: str, base: TrainConfig | None = None, **cluster) -> ShardedRun:
+    """The planned run as a SageMaker training job (ShardedRun): the TrainConfig rendered from it
+    (fmlab.train.planned.train_config, on `base`'s other settings), on its instances, with a MaxRuntime of the run's
+    days x JOB_MARGIN, at most SageMaker's 28 days: a longer run is `job_chain(job, run.days, ...)`."""
+    hours = min(run.days * JOB_MARGIN * 24, MAX_RUN_SECONDS / 3600)
+    config = train_config(run, base or TrainConfig(lr=1e-4, warmup_steps=100, eval_sequences=64))
+    return ShardedRun(name, config, Cluster(run.instance, run.instances, **cluster), max_run_hours=hours).check()
 
 
 _CLUSTER_FIELDS = tuple(f.name for f in dataclasses.fields(Cluster))
@@ -181,6 +194,8 @@ class ShardedRun:
     @property
     def tokens_per_step(self) -> int:
         c = self.config
+        if c.global_batch:
+            return c.global_batch * c.seq_len
         return c.parallel.dp(self.processes) * c.micro_batch * c.grad_accum * c.seq_len
 
     def smp(self) -> dict:
@@ -240,7 +255,9 @@ class ShardedRun:
         """The same run with other sizes: the laptop twin of a cloud run. Each keyword goes to the object that owns
         it, by `dataclasses.replace`: the run's (name, max_run_hours), the cluster's (instance_type, instances,
         processes_per_host), the layout's (sharding, hybrid_shard_degree, tp, ...) or the TrainConfig's (model,
-        max_steps, lr, ...). A new model brings its own context as seq_len unless seq_len is given too."""
+        max_steps, lr, ...). A new model brings its own context as seq_len unless seq_len is given too; a new model
+        or cluster trains one micro-batch per replica (global_batch 0) unless global_batch is given too: the planned
+        run's batch is a number of sequences for its own cluster."""
         own = {k: changes.pop(k) for k in list(changes) if k in ("name", "max_run_hours")}
         cluster = {k: changes.pop(k) for k in list(changes) if k in _CLUSTER_FIELDS}
         layout = {k: changes.pop(k) for k in list(changes) if k in PARALLEL_FIELDS}
@@ -250,6 +267,8 @@ class ShardedRun:
                             "TrainConfig or ParallelConfig")
         if "model" in config and "seq_len" not in config:
             config["seq_len"] = catalog.model(config["model"]).seq_len
+        if ("model" in config or cluster) and "global_batch" not in config:
+            config["global_batch"] = 0
         parallel = dataclasses.replace(self.config.parallel, **layout)
         return dataclasses.replace(self, **own, cluster=dataclasses.replace(self.cluster, **cluster),
                                    config=dataclasses.replace(self.config, parallel=parallel, **config))

@@ -36,7 +36,7 @@ from pathlib import Path
 from fmlab.environment import free_port
 from fmlab.hyperpod import slurm
 from fmlab.labs import Lab, fresh_folder
-from fmlab.plan import capacity
+from fmlab.plan import capacity, regions
 from fmlab.plan.compute import PlanError
 
 LAB = Lab("lab 11", ["ex1_reservation", "ex2_sbatch"])
@@ -51,7 +51,7 @@ TRAINING_PLAN, CAPACITY_BLOCK = "training plan", "capacity block"
 
 def run_days_30b_p5() -> float:
     """Module 7's 30B run on 16 p5, its days from the planner's predicted step: what a reservation is sized from."""
-    rows = capacity.options(MODEL, TOKENS, deadline_days=60, quotas={}, instances_by_type={P5: 16})
+    rows = regions.options(MODEL, TOKENS, deadline_days=60, quotas={}, instances_by_type={P5: 16})
     return rows[0].days
 
 

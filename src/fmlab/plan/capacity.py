@@ -1,16 +1,14 @@
 """Capacity and Region: where a large run can get its instances, and what reserving them costs (module 11).
 
     from fmlab.plan import capacity
-    rows = capacity.options("gpt-30b", 300e9, deadline_days=30, quotas={("us-east-1", "ml.p5.48xlarge"): 16})
-    best = capacity.choose(rows)      # feasible (quota, memory, deadline, reservable), then cheapest
     capacity.reservation(9.0).days    # 11: the days to buy so that the reservation holds the job of a 9.0-day run
 
 For 16 and more GPU nodes, on-demand capacity is rarely there when you want it; AWS sells reserved capacity
 for a fixed window: SageMaker training plans (for training jobs or HyperPod clusters) and EC2 Capacity Blocks
 (EC2, EKS). Both are bought up front for whole days, at counts of 1, 2, 4, ... 64 instances, in the Regions
 and instance types listed below. A plan is paid for every reserved hour, used or not; on-demand only for the
-hours the job runs, if the capacity can be had. `options` puts each (instance type, Region) beside your
-quotas, the run's memory fit and time, and both prices.
+hours the job runs, if the capacity can be had. fmlab.plan.regions puts each (instance type, Region) beside
+your quotas, the run's memory fit and time, and both prices.
 
 Facts (each with its source and the day it was read):
 - RESERVABLE_REGIONS: where EC2 Capacity Blocks sell each type: the EC2 user guide, "Capacity Blocks for ML"
@@ -167,68 +165,6 @@ def plan_count(instances: int) -> int:
     return fitting[0]
 
 
-@dataclass
-class CapacityOption:
-    instance: str
-    region: str
-    instances: int
-    days: float  # the run's days: the planner's layout for this cluster (layout.planned) at its predicted step
-    fits: bool  # some layout fits in device memory with the planner's headroom
-    quota: int  # instances the account may run there (0: none, ask for an increase)
-    on_demand_usd: float  # EC2 on-demand for the run's hours at PRICE_DATE (PRICE_BASIS); NaN where none was read
-    reserved_usd: float  # EC2 Capacity Blocks for the days that hold the job; NaN where no rate is published
-    reserved_days: int  # Capacity Blocks' days that hold the job (whole days up to 14, then weeks)
-    why_not: str  # "" when feasible
-    basis: str = PRICE_BASIS  # both prices are of this one kind
-    on_demand_today_usd: float = math.nan  # the same hours at today's on-demand price (EC2_ON_DEMAND_DATE): shown only
-
-    @property
-    def feasible(self) -> bool:
-        return not self.why_not
-
-
-def options(model: str, tokens: float, *, deadline_days: float, quotas: dict[tuple[str, str], int],
-            instances_by_type: dict[str, int] | None = None, mfu: float | None = None,
-            reserve_from_instances: int = 16) -> list[CapacityOption]:
-    """Every (instance type, Region) where reserved capacity is sold, for one run.
-
-    `instances_by_type`: how many of each type (default: 16 p4d, 16 p5, 8 p5en). `mfu`: None, the planner's predicted
-    step (fmlab.plan.speed); a number, a "what if". `reserve_from_instances`:
-    from this many instances on, the run needs reserved capacity (the course's rule of thumb, not an AWS
-    figure); below it, on-demand is taken to be available."""
-    from fmlab.plan.layout import planned  # a sibling module; imported here so this one loads alone
-
-    check_positive("deadline_days", deadline_days)
-    chosen = instances_by_type or {"ml.p4d.24xlarge": 16, "ml.p5.48xlarge": 16, "ml.p5en.48xlarge": 8}
-    rows = []
-    for name, count in chosen.items():
-        inst = catalog.instance(name)
-        plan = planned(model, tokens, inst, count, mfu=mfu)  # module 7's layout and micro-batch for this cluster
-        regions = RESERVABLE_REGIONS.get(name, ())
-        for region in regions:
-            quota = int(quotas.get((region, name), 0))
-            fits_one = plan.days * JOB_MARGIN < PLAN_DAYS[1]
-            days = reservation(plan.days, kind="capacity block").days if fits_one else PLAN_DAYS[1]
-            rate = RESERVED_RATE.get((name, region), math.nan)
-            reserved = rate * plan_count(count) * 24 * days
-            on_demand = EC2_ON_DEMAND_AT_PRICE_DATE.get(name, math.nan) * count * 24 * plan.days
-            on_demand_today = EC2_ON_DEMAND.get(name, math.nan) * count * 24 * plan.days
-            why = []
-            if not plan.fits:
-                why.append(f"does not fit ({plan.memory_gb_per_device:.0f} GB per device)")
-            if quota < count:
-                why.append(f"quota {quota} < {count} instances")
-            if plan.days > deadline_days:
-                why.append(f"{plan.days:.1f} days > deadline {deadline_days:g}")
-            if count >= reserve_from_instances and math.isnan(rate):
-                why.append("needs a reservation; no published rate to plan with")
-            if count < reserve_from_instances and math.isnan(on_demand) and math.isnan(on_demand_today):
-                why.append("on demand; no EC2 on-demand price to plan with")
-            rows.append(CapacityOption(name, region, count, plan.days, plan.fits, quota, on_demand,
-                                       reserved, days, "; ".join(why), on_demand_today_usd=on_demand_today))
-    return rows
-
-
 @dataclass(frozen=True)
 class Cost:
     """A cost and the kind of price it was computed from: the product and purchase option, then the prices' date
@@ -255,24 +191,3 @@ def saving(reserved: Cost, on_demand: Cost) -> float:
                         "are not of one date: prices change (p5 on-demand fell 44% in 2025); compare prices of one "
                         "date (PRICE_BASIS), or quote both today (SearchTrainingPlanOfferings' UpfrontFee)")
     return on_demand.usd - reserved.usd
-
-
-def choose(rows: list[CapacityOption], reserve_from_instances: int = 16) -> CapacityOption:
-    """The cheapest feasible option, priced reserved when it needs a reservation, else on demand, all at prices of
-    one date: PRICE_DATE when a reservation is among them (an on-demand option without a price of that date cannot
-    be weighed against it and drops out), today's on-demand prices when none is."""
-    feasible = [r for r in rows if r.feasible]
-    if not feasible:
-        reasons = "; ".join(f"{r.instance} in {r.region}: {r.why_not}" for r in rows) or "no options"
-        raise PlanError(f"no instance type and Region can run this: {reasons}. Ask for a quota increase, "
-                        "extend the deadline or add instances")
-
-    reserved = [r for r in feasible if r.instances >= reserve_from_instances]
-    if not reserved:  # on demand only: today's prices, all of one date
-        return min(feasible, key=lambda r: r.on_demand_today_usd)
-    # a reservation in the running: every option at the reserved rates' date (PRICE_BASIS)
-    dated = [r for r in feasible if r in reserved or not math.isnan(r.on_demand_usd)]
-
-    def price(r: CapacityOption) -> float:
-        return r.reserved_usd if r in reserved else r.on_demand_usd
-    return min(dated, key=price)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fmlab.plan import compute, speed
 from fmlab.plan.catalog import ModelPreset
+from fmlab.plan.layout import memory_per_device
+from fmlab.plan.parallelism import ParallelConfig
 
 SOURCE_H200 = ("fmlab at commit bce155c on one NVIDIA H200 (139 GiB), PyTorch 2.11.0+cu130, transformers 5.17.0, "
                "one process, autocast bf16, fp32 master weights, fused AdamW, eager; peak = "
@@ -133,8 +136,6 @@ def textbook_bytes(row: MeasuredPeak) -> float:
     """What the published formulas give for a measured row: ZeRO's 16 bytes per parameter, Korthikanti's 34*s*b*h
     bytes per layer (full recomputation: each layer's 2*s*b*h input and one layer's 34*s*b*h) and the logits once
     in fp32 (4*s*b*V): the course's planner before it was held against a GPU."""
-    from fmlab.plan import compute
-
     m, tokens = row.model, row.micro_batch * row.seq_len
     per_layer = 34 * tokens * m.hidden
     acts = per_layer * m.layers if row.recompute == "none" else 2 * tokens * m.hidden * m.layers + per_layer
@@ -145,9 +146,6 @@ def memory_check(rows: tuple[MeasuredPeak, ...] = H100_MEMORY) -> list[dict]:
     """Each measured peak beside the planner's prediction (fmlab.plan.layout.memory_per_device with the row's
     loss and one micro-batch per step, as measured; and without saying the accumulation, which books the
     gradients) and beside the published formulas (textbook_bytes). GiB = 2^30 bytes."""
-    from fmlab.plan.layout import memory_per_device
-    from fmlab.plan.parallelism import ParallelConfig
-
     out = []
     for r in rows:
         cfg = ParallelConfig(activation_checkpointing=r.recompute)
@@ -169,3 +167,20 @@ def speed_table(rows: tuple[MeasuredSpeed, ...] = ENGINE_SPEED + H200_THROUGHPUT
              "MFU": r.mfu, "peak GiB": r.peak_gib,
              "measured": "2026-11-26, " + ("fmlab c94e1cb+" if r.source != SOURCE_H200 else "fmlab bce155c")}
             for r in rows]
+
+
+def kernel_efficiency_measured() -> dict[tuple[str, str], float]:
+    """KERNEL_EFFICIENCY's measurement: for each card's bare loop at the Llama 3.2 1B shape, micro-batch 8
+    (fmlab.plan.gpu_measurements), compiled ("fused") and eager, the ideal step's time over the measured step's."""
+    loops = {"bare loop under torch.compile(model)": "fused",
+             "bare eager loop (transformers sdpa, autocast, fused AdamW)": "eager"}
+    rows = {(r.card, loops[r.contender]): r for r in H200_THROUGHPUT + ENGINE_SPEED
+            if r.contender in loops and r.micro_batch == 8}
+    out = {}
+    for (card, kernels), row in rows.items():
+        gpu = "H200" if "H200" in card else "H100-SXM"
+        ideal = speed.step_time(speed.Workload(LLAMA_1B, speed.Hardware(gpu, 1), ParallelConfig(), 8, 8,
+                                               kernel_efficiency=1.0))
+        measured_s = 8 * LLAMA_1B.seq_len / row.tokens_per_s
+        out[(kernels, card)] = (ideal.step_s - ideal.fixed_s) / (measured_s - ideal.fixed_s)
+    return out

@@ -54,6 +54,7 @@ HEADROOM_FRACTION = 0.05
 # to whole micro-batches on every data-parallel rank; gradient accumulation makes up the difference.
 GPT3_BATCH_TOKENS = ((125e6, 0.5e6), (350e6, 0.5e6), (760e6, 0.5e6), (1.3e9, 1e6), (2.7e9, 1e6), (6.7e9, 2e6),
                      (13e9, 2e6), (175e9, 3.2e6))
+PLANNER_MICRO_BATCHES = (1, 2, 4, 8)  # the micro-batches the planner chooses from (candidates' default)
 DEFAULT_MFU = 0.4  # only where no speed model exists (Trainium, A10G): a "what if", and the plan says so
 
 
@@ -357,14 +358,15 @@ def _flags(recompute: str) -> str:
 
 def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
                hybrid_degrees=(0, 8, 16, 32, 64), tps=(1, 2, 4, 8), recomputes=RECOMPUTE_CHOICES,
-               micro_batch: int = 1, micro_batches: tuple[int, ...] | None = None, attention: str = "flash",
+               micro_batch: int | None = None, micro_batches: tuple[int, ...] | None = None, attention: str = "flash",
                mfu: float | None = None, global_batch_tokens: int | None = None) -> list[dict]:
     """Every buildable layout of the given choices as a table row: memory per device by part, whether it fits
     (with the planner's headroom), the predicted step (tokens/s per device, MFU, days) at the plan's global batch,
     and what it costs in extra compute (recomputation); "parallel" holds the row's ParallelConfig, ready for a job
     (the `parallel` of its TrainConfig: fmlab.jobs.sharded).
     `hybrid_degrees`: shard group sizes, 0 for full sharding (one group of every data-parallel rank).
-    `micro_batches`: the micro-batch sizes to try (default: just `micro_batch`); the global batch is
+    `micro_batches`: the micro-batch sizes to try (default: just `micro_batch` when given, else the planner's
+    PLANNER_MICRO_BATCHES, the space fmlab.plan.planned.planned_run chooses from); the global batch is
     `global_batch_tokens` (default: default_global_batch), in whole micro-batches on every rank.
     Layouts the cluster cannot form (a degree that does not divide it) are left out."""
     m = catalog.model(model) if isinstance(model, str) else model
@@ -372,7 +374,7 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
     for degree in hybrid_degrees:
         for tp in tps:
             for recompute in recomputes:
-                for mb in micro_batches or (micro_batch,):
+                for mb in micro_batches or ((micro_batch,) if micro_batch else PLANNER_MICRO_BATCHES):
                     try:
                         layout = ParallelConfig(sharding="hybrid" if degree else "full", hybrid_shard_degree=degree,
                                                 tp=tp).with_recompute(recompute)
@@ -400,20 +402,6 @@ def candidates(model: ModelPreset | str, tokens: float, instance: Instance | str
                                  "step s": step.get("step_s"), "exposed comm s": step.get("exposed_communication_s"),
                                  "MFU": p.mfu, "days": p.days, "parallel": p.parallel})
     return rows
-
-
-PLANNER_MICRO_BATCHES = (1, 2, 4, 8)  # the micro-batches the planner chooses from when it chooses the layout
-
-
-def planned(model: ModelPreset | str, tokens: float, instance: Instance | str, instances: int, *,
-            micro_batches: tuple[int, ...] = PLANNER_MICRO_BATCHES, mfu: float | None = None,
-            attention: str = "flash") -> TrainingPlan:
-    """The plan of the layout and micro-batch the planner chooses (choose(candidates(...))): what `fmlab plan`
-    gives without layout flags, and what notebook 07 takes for the 30B run."""
-    row = choose(candidates(model, tokens, instance, instances, micro_batches=micro_batches, attention=attention,
-                            mfu=mfu))
-    return make_plan(model, tokens, instance, instances, parallel=row["parallel"], micro_batch=row["micro-batch"],
-                     mfu=mfu, attention=attention, suggest=False)
 
 
 def global_batch_tokens(devices: int, tp: int = 1, pp: int = 1, micro_batch: int = 1, seq_len: int = 4096,

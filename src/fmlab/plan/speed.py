@@ -56,7 +56,7 @@ OPTIMIZER_BYTES = 30
 # rate, element-wise work at full memory bandwidth): measured on the course's own GPU rows, not fitted to a published
 # run. At the Llama 3.2 1B shape, micro-batch 8 (fmlab.plan.gpu_measurements), the bare loop under torch.compile made 55,277
 # tokens/s on one H100 and 58,227 on one H200, the same loop eager 42,699 and 46,634: this model's ideal step is
-# 0.76 and 0.75 of the compiled steps, 0.59 and 0.60 of the eager ones (kernel_efficiency_measured() recomputes them;
+# 0.76 and 0.75 of the compiled steps, 0.59 and 0.60 of the eager ones (fmlab.plan.gpu_measurements.kernel_efficiency_measured() recomputes them;
 # a test holds the constants to them). "fused": kernels fused by a compiler or by hand (torch.compile, Megatron's
 # fused kernels, Meta's); "eager": PyTorch running one kernel per operation. Launch gaps, GEMM shapes below the best
 # one, unfused small ops: they all live here.
@@ -312,22 +312,3 @@ def step_time(w: Workload) -> StepTime:
     return StepTime(compute_s, recompute_s, exposed_comm, bubble, optimizer, FIXED_STEP_S, step,
                     step_tokens / step / hw.gpus, model_flops / (step * peak), hardware_flops / (step * peak),
                     micro_batches, global_batch, comm, hidden)
-
-
-def kernel_efficiency_measured() -> dict[tuple[str, str], float]:
-    """KERNEL_EFFICIENCY's measurement: for each card's bare loop at the Llama 3.2 1B shape, micro-batch 8
-    (fmlab.plan.gpu_measurements), compiled ("fused") and eager, the ideal step's time over the measured step's."""
-    from fmlab.plan import gpu_measurements
-
-    loops = {"bare loop under torch.compile(model)": "fused",
-             "bare eager loop (transformers sdpa, autocast, fused AdamW)": "eager"}
-    rows = {(r.card, loops[r.contender]): r for r in gpu_measurements.H200_THROUGHPUT + gpu_measurements.ENGINE_SPEED
-            if r.contender in loops and r.micro_batch == 8}
-    out = {}
-    for (card, kernels), row in rows.items():
-        gpu = "H200" if "H200" in card else "H100-SXM"
-        ideal = step_time(Workload(gpu_measurements.LLAMA_1B, Hardware(gpu, 1), ParallelConfig(), 8, 8,
-                                   kernel_efficiency=1.0))
-        measured_s = 8 * gpu_measurements.LLAMA_1B.seq_len / row.tokens_per_s
-        out[(kernels, card)] = (ideal.step_s - ideal.fixed_s) / (measured_s - ideal.fixed_s)
-    return out

@@ -7,6 +7,8 @@
 Files, in the order data flows through a run:
 - config.py             TrainConfig (with the run's ParallelConfig): flags, SageMaker's extra arguments and SM_*
                         defaults, its check(), the LR schedule
+- planned.py            the planned run (fmlab.plan.planned) as a TrainConfig and flags, and any artefact's settings
+                        held against it again
 - loop.py               train(): data -> model -> parallelize -> train_step() x N -> checkpoints (fmlab.checkpoint,
                         the floor below: Checkpointer, export_hf); the two collective-timeout phases; main() parses
                         flags

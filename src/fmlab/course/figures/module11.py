@@ -21,10 +21,11 @@ def recovery_goodput(model: str = MODEL, step_seconds: float | None = None, assu
     rates and restart minutes are recovery.Assumptions; `step_seconds` the optimizer step of the run (default: the
     planner's predicted step of the run on 16 x ml.p5.48xlarge, module 11's choice).
     """
-    from fmlab.plan import layout, recovery, scenario
+    from fmlab.plan import recovery
+    from fmlab.plan.planned import planned_run
 
     if step_seconds is None:
-        step_seconds = scenario.step_seconds(layout.planned(model, 300e9, "ml.p5.48xlarge", 16))
+        step_seconds = planned_run(model, 300e9, "ml.p5.48xlarge", 16).step_seconds
 
     state_gb = checkpoint_gb(compute.param_count(catalog.model(model)))["training"]
     results = recovery.sweep(state_gb, list(RECOVERY_NODES), step_seconds, assumptions or recovery.Assumptions())

@@ -10,7 +10,8 @@ import pytest
 from fmlab.course import guide
 from fmlab.course.run import bare_figures
 from fmlab.hyperpod import slurm
-from fmlab.plan import capacity, layout, scenario
+from fmlab.plan import capacity
+from fmlab.plan.planned import planned_run
 
 pytestmark = pytest.mark.notebook
 
@@ -24,8 +25,15 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
     choice = rec["nb11.capacity_choice"]
     assert choice["instance"] == "ml.p5.48xlarge" and choice["region"] == "us-east-1"
     # module 7's predicted 9.0 days (the planner's layout on 16 x p5) x 1.2, + 1.5 h, in whole days
-    planned = layout.planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    planned = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
     assert choice["reserved_days"] == capacity.reservation(planned.days, kind="capacity block").days == 11
+    # one planned run: the job, the TOML, the Slurm script and the manifest carry it, read back unchanged
+    assert rec["nb11.planned_run"] == {"days": round(planned.days, 2), "mfu": round(planned.mfu, 4),
+                                       "reserved_days": planned.reserved_days,
+                                       "micro_batch": planned.micro_batch, "global_batch": 1024,
+                                       "checkpoint_every": planned.checkpoint_every, "layout": "hybrid 32"}
+    assert planned.reserved_days == 11 and rec["nb11.toml_agrees"] is True
+    assert rec["nb11.slurm_agrees"] == {"differences": 0, "problems": 0}
     assert rec["nb11.plan_request_problems"] == 0
     assert rec["nb11.plan_vs_on_demand_usd"]["reserved"] < rec["nb11.plan_vs_on_demand_usd"]["on_demand"]
     assert rec["nb11.plan_job_preflight_ok"] is True
@@ -50,10 +58,11 @@ def test_notebook_11_plans_capacity_runs_slurm_and_prices_recovery(run_notebook)
         assert rec["nb11.static_rendezvous"] == "FAILED"  # torchrun's default rendezvous fails on two nodes
     else:
         assert rec["nb11.slurm_available"] is False and "nb11.slurm_run" not in rec
-    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2, "borrowed_layout": 1, "no_interval": 1}
+    assert rec["nb11.eks_problems"] == {"manifest": 0, "with_mistakes": 2, "differences": 0, "borrowed_layout": 1,
+                                        "no_interval": 1}
     # the cluster's script and the manifest checkpoint at module 8's Daly interval, in steps of the predicted step
     # (asynchronous saves, so --async-checkpoint): not the 250 steps (4 minutes) it had
     cluster = rec["nb11.cluster_checkpoint"]
-    assert cluster == {"every": scenario.checkpoint_every_steps(planned), "async": True,
-                       "step_seconds": round(scenario.step_seconds(planned), 3)}
+    assert cluster == {"every": planned.checkpoint_every, "async": True,
+                       "step_seconds": round(planned.step_seconds, 3), "hours": round(planned.checkpoint_hours, 2)}
     assert cluster["every"] * cluster["step_seconds"] / 3600 == pytest.approx(0.89, abs=0.01)

@@ -4,7 +4,7 @@ import pytest
 
 from fmlab.course import guide
 from fmlab.course.run import bare_figures
-from fmlab.plan import layout
+from fmlab.plan.planned import planned_run
 
 pytestmark = pytest.mark.notebook
 
@@ -38,11 +38,13 @@ def test_when_to_pretrain_notebook(run_notebook):
     assert fit["far_trained"] > 1.05 * fit["far_predicted"]
     assert 30 < rec["target_days"] < 50  # gpt-30b, 300B tokens, 16 p4d at MFU 40% (the what if)
     # the prediction: the planner's chosen layout and its step, not a typed MFU
-    row = layout.choose(layout.candidates("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, micro_batches=(1, 2, 4, 8)))
-    plan = layout.make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, parallel=row["parallel"],
-                            micro_batch=row["micro-batch"])
+    plan = planned_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16)
     assert rec["target_predicted"] == {"mfu": round(plan.mfu, 4), "days": round(plan.days, 2),
-                                       "cost_usd": round(plan.cost_usd), "micro_batch": row["micro-batch"]}
+                                       "cost_usd": round(plan.cost_usd), "micro_batch": plan.micro_batch,
+                                       "reserved_days": plan.reserved_days}
+    # the command line plans the same run (no second planner): days, dollars, batch and reservation agree
+    assert rec["cli_same_plan"] == dict.fromkeys(("days", "cost_usd", "micro_batch", "global_batch", "reserved_days"),
+                                                 True)
     assert all(0.2 < v < 0.6 for v in rec["predicted_mfu_by_cluster"].values())
     for run in ("Llama 2 7B", "Llama 2 13B", "Llama 2 70B"):
         assert 0.30 <= rec[f"implied_mfu.{run}"] <= 0.50

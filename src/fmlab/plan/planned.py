@@ -74,6 +74,12 @@ class PlannedRun:
     cost_usd = property(lambda self: self.estimate.cost_usd)
     fits = property(lambda self: self.estimate.fits)
 
+    def __getattr__(self, name: str):
+        """The estimate's other fields read through (memory_gb_per_device, step, price_note, params ...)."""
+        if name.startswith("__") or name == "estimate":
+            raise AttributeError(name)
+        return getattr(self.estimate, name)
+
     @property
     def step_seconds(self) -> float:
         """Seconds per optimizer step at the plan's speed (the predicted step, or the what-if MFU's)."""

@@ -14,17 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 
 from fmlab.plan import capacity, scenario, simulate
-from fmlab.plan.layout import make_plan
-from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import planned_run
 
 
 def scenarios() -> dict[str, simulate.Scenario]:
-    plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16,
-                     parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=16))
+    plan = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 11's planned run
     held = capacity.reservation(plan.days)
-    p5 = scenario.scenario_for(plan, reserved_days=held.days, region="us-east-1", job_days=28, hang_share=0.1)
+    p5 = scenario.scenario_for(plan, replace(scenario.QUIET, hang_share=0.1), reserved_days=held.days,
+                               region="us-east-1", job_days=28)
     llama = scenario.llama3_405b()
     return {"30B on 16 p5, reserved": p5, "30B plan on 2,048 nodes": p5.with_(nodes=2048, window_hours=float("inf"),
                                                                              reserved_hours_bought=0.0),

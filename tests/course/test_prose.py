@@ -12,7 +12,7 @@ MODEL, INSTANCE = "gpt-30b", "ml.p4d.24xlarge"
 
 
 def chosen(instances: int):
-    rows = layout.candidates(MODEL, 300e9, INSTANCE, instances, attention="flash")
+    rows = layout.candidates(MODEL, 300e9, INSTANCE, instances, attention="flash", micro_batch=1)  # one sequence a GPU
     return rows, layout.choose(rows)
 
 
@@ -46,7 +46,7 @@ def test_the_global_batch_sentence_and_rule():
     assert "128 data-parallel replicas x micro-batch 1 x 8 accumulation steps" in text
     assert "= **2,097,152 tokens (2.00M) per optimizer step**" in text and "one micro-batch per replica, 262,144" in text
     assert "reaches the limit at 2,048 GPUs" in text
-    rows = layout.candidates(MODEL, 300e9, INSTANCE, 16, attention="flash")
+    rows = layout.candidates(MODEL, 300e9, INSTANCE, 16, attention="flash", micro_batch=1)
     small = layout.choose(rows, max_global_batch_tokens=64 * 2048)  # 64 replicas at most: TP 2 needed
     assert small["tp"] >= 2 and small["smallest batch tokens"] <= 64 * 2048
     with pytest.raises(PlanError, match="global batch above 1,000 tokens"):

@@ -14,8 +14,9 @@ import pytest
 
 from fmlab.course import figures
 from fmlab.course.slides import read_deck
-from fmlab.plan import catalog, compute, scenario, traffic
-from fmlab.plan.layout import checkpoint_gb, make_plan, planned
+from fmlab.plan import catalog, compute, traffic
+from fmlab.plan.layout import checkpoint_gb, make_plan
+from fmlab.plan.planned import planned_run
 from fmlab.plan.scaling import bubble_fraction, gpipe_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +153,7 @@ def test_the_recovery_figure_draws_the_planners_goodput():
     fig = figures.recovery_goodput()
     lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
     state_gb = checkpoint_gb(compute.param_count(catalog.model("gpt-30b")))["training"]
-    step = scenario.step_seconds(planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16))  # the figure's default step
+    step = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16).step_seconds  # the figure's default step
     sweep = recovery.sweep(state_gb, list(figures.RECOVERY_NODES), step)
     for i, name in enumerate(["checkpoint to S3", "tiered: memory, then S3", "checkpointless"]):
         assert lines[name] == pytest.approx([100 * sweep[n][i].goodput for n in figures.RECOVERY_NODES])
@@ -163,7 +164,7 @@ def test_deck_11_sizes_the_plan_from_the_job():
     from fmlab.plan import capacity
 
     deck = (ROOT / "slides" / "11_pretraining_on_aws_in_2026.md").read_text()
-    run = planned("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 7's layout on 16 p5, as notebook 11
+    run = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)  # module 7's layout on 16 p5, as notebook 11
     held = capacity.reservation(run.days)
     assert f"The 30B run of {run.days:.1f} days needs a plan of {held.days} days" in " ".join(deck.split())
     # the request on the next slide searches for that plan, not for the run's own days

@@ -24,8 +24,9 @@ def climbed(tmp_path_factory):
             mp.setenv(k, v)
         data_uri = jobs.course_dataset_uri(validation_units=2)
         base = ShardedRun().shrink(name="test-base", model="tiny-gpt", instances=1, processes_per_host=1,
-                                   max_steps=12, micro_batch=8, lr=3e-3, warmup_steps=2, checkpoint_every=0,
-                                   eval_sequences=16, log_every=3, max_run_hours=1)
+                                   sharding="full", hybrid_shard_degree=0, max_steps=12, micro_batch=8, lr=3e-3,
+                                   warmup_steps=2, checkpoint_every=0, async_checkpoint=False, eval_sequences=16,
+                                   log_every=3, max_run_hours=1)
         never = base.shrink(name="test-never")
         launched = []
         results = climb([Rung("base", base), Rung("never", never)], data_uri, "s3://fmlab-local/ladder-test",

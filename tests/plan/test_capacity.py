@@ -56,7 +56,7 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     assert (best.region, best.instance) == P5
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
     # the rate x plan count x the days that hold the job: module 7's predicted 9.0 days (the planner's layout for
-    # 16 p5, fmlab.plan.layout.planned) x 1.2 + start-up + the last 30 minutes -> 11 whole days of Capacity Blocks
+    # 16 p5, fmlab.plan.planned.planned_run) x 1.2 + start-up + the last 30 minutes -> 11 whole days of Capacity Blocks
     assert p5.days == pytest.approx(planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16).days)
     assert p5.reserved_days == capacity.reservation(p5.days, kind="capacity block").days == 11
     assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 11)

@@ -11,6 +11,7 @@ import pytest
 
 from fmlab.plan import capacity, capstone, platforms, reliability, simulate
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import planned_run
 
 
 @pytest.fixture(params=sorted(capstone.BRIEFS))
@@ -28,9 +29,12 @@ def test_the_reference_plan_meets_each_brief(brief):
 
 def test_the_30b_reference_is_module_11s_choice():
     ref = capstone.reference_plan(capstone.BRIEFS["gpt-30b"])
-    # the predicted step (fmlab.plan.speed): 12.2 days on 16 x p5 at a 128-sequence batch, reserved with margin
-    assert (ref.instance, ref.nodes, ref.region, ref.reserved_days) == ("ml.p5.48xlarge", 16, "us-east-1", 15)
-    assert ref.parallel == ParallelConfig(sharding="hybrid", hybrid_shard_degree=16)
+    # module 11's planned run (fmlab.plan.planned): 9.0 days on 16 x p5 at module 7's 1,024-sequence batch, its 11
+    # reserved days the same wherever the course prints them
+    planned = planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
+    assert (ref.instance, ref.nodes, ref.region, ref.reserved_days) == ("ml.p5.48xlarge", 16, "us-east-1", 11)
+    assert ref.reserved_days == planned.reserved_days
+    assert (ref.parallel, ref.micro_batch, ref.global_batch) == (planned.parallel, planned.micro_batch, 1024)
 
 
 def test_with_no_margin_the_30b_plan_misses_its_deadline_far_more_often():
@@ -39,7 +43,7 @@ def test_with_no_margin_the_30b_plan_misses_its_deadline_far_more_often():
     bare = replace(ref, reserved_days=math.ceil(capstone._plan_of(ref, brief).days))  # the run, rounded up
     assert capstone.problems(bare, brief) == []
     g, g_ref = capstone.grade(bare, brief), capstone.grade(ref, brief)
-    assert g.p_miss > 5 * g_ref.p_miss and g.p_miss > 0.03
+    assert g.p_miss > 3 * g_ref.p_miss and g.p_miss > 0.03
 
 
 @pytest.mark.parametrize("change, words", [
@@ -47,8 +51,8 @@ def test_with_no_margin_the_30b_plan_misses_its_deadline_far_more_often():
     (dict(nodes=12), "cannot be reserved"),
     (dict(region="eu-west-1"), "no published reserved rate"),
     (dict(reserved_days=16, reservation_kind="capacity block"), "cannot be bought: 21 can"),
-    (dict(reserved_days=10), "cannot hold even the run"),
-    (dict(global_batch=100), "a multiple of 128"),
+    (dict(reserved_days=9), "cannot hold even the run"),
+    (dict(global_batch=100), "a multiple of 256"),
     (dict(global_batch=128 * 32), "above module 6's limit"),
     (dict(instance="ml.p4d.24xlarge"), "not one of the brief's instance types"),
     # the platform decides what can be used (fmlab.plan.platforms)

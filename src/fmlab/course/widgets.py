@@ -136,7 +136,8 @@ def plan_panel(run, brief, runs: int = 2_000, seed: int = 1):
             return
         parallel, days = planned.parallel, planned.reserved_days
         changed = dataclasses.replace(run, nodes=c["nodes"], parallel=parallel, reserved_days=days,
-                                      global_batch=planned.global_batch * run.micro_batch, platform=c["platform"],
+                                      global_batch=planned.global_batch, micro_batch=planned.micro_batch,
+                                      platform=c["platform"],
                                       interval_hours=c["interval"], recovery=c["recovery"],
                                       keep_checkpoints=c["keep"], detector=c["detector"])
         g = capstone.grade(changed, brief, seeds=(seed,), runs=runs)

@@ -30,13 +30,17 @@ import numpy as np
 from fmlab.labs import Lab
 from fmlab.plan import capacity, capstone, platforms
 from fmlab.plan.compute import PlanError
-from fmlab.plan.layout import candidates, choose, make_plan
+from fmlab.plan.planned import planned_run
 
 LAB = Lab("lab 12", ["ex1_named_briefs", "ex2_drawn_briefs"])
 SEEDS = (2027, 4242)  # not the notebook's: a plan tuned to one seed's luck does not pass for it
 DRAWN = 3  # briefs per check of ex2
 BASE_TOKENS = {"gpt-30b": 300e9, "llama3.1-8b": 2e12}
 SEARCH_RUNS = 1_000  # runs per seed while the search sizes reservations (the final grade uses capstone.RUNS)
+# A drawn brief's deadline and budget come from the search's cheapest plan sized to P(miss) within this, below the
+# grade's capstone.MAX_MISS: the room the lab tells a learner to leave (sizing to 8% on seeds of their own). Sized to
+# the grade's own 10%, the brief left no room: a learner following the lab's method failed 19 of 200 seeds' draws.
+DRAW_MISS = 0.06
 
 
 def _line(label: str, run: capstone.RunPlan, g: capstone.Grade) -> str:
@@ -64,31 +68,33 @@ def search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
     return _search(brief, seeds, runs)
 
 
-def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
+def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_miss: float = capstone.MAX_MISS):
+    """The search itself: each reservation sized to P(miss) within `max_miss` on the first seed (DRAW_MISS when the
+    draw sets a brief's deadline and budget: room for a learner who sizes on seeds of their own)."""
     best = best_grade = None
     for platform in brief.platforms:
         for instance in brief.instances:
             regions = sorted(r for i, r in capacity.RESERVED_RATE if i == instance)
             for nodes in (n for n in capacity.PLAN_COUNTS if 8 <= n <= brief.max_nodes and regions):
                 try:
-                    layout = choose(candidates(brief.model, brief.tokens, instance, nodes))["parallel"]
-                    plan = make_plan(brief.model, brief.tokens, instance, nodes, parallel=layout, suggest=False)
+                    planned = planned_run(brief.model, brief.tokens, instance, nodes)
                 except PlanError:
                     continue
                 for option in platforms.platform(platform).recoveries:
                     for fallback in ("on-demand", "extend"):
-                        run = capstone.RunPlan(instance, nodes, regions[0], layout, layout.dp(plan.devices), 1,
-                                               platform=platform, recovery=option, fallback=fallback)
+                        run = capstone.RunPlan(instance, nodes, regions[0], planned.parallel, planned.global_batch, 1,
+                                               micro_batch=planned.micro_batch, platform=platform, recovery=option,
+                                               fallback=fallback)
                         interval = capstone.scenario_of(run, brief).interval_hours
                         run = replace(run, keep_checkpoints=capstone.keep_needed(
                             interval, capstone.detection_hours(run, brief)))
                         try:
-                            run = replace(run, reserved_days=capstone.days_for_miss(run, brief, seeds=seeds[:1],
-                                                                                    runs=SEARCH_RUNS))
+                            run = replace(run, reserved_days=capstone.days_for_miss(
+                                run, brief, seeds=seeds[:1], runs=SEARCH_RUNS, max_miss=max_miss))
                         except PlanError:
                             continue
                         g = capstone.grade(run, brief, seeds=seeds, runs=runs)
-                        if g.passed and (best_grade is None or g.cost_p90 < best_grade.cost_p90):
+                        if g.passed and g.p_miss <= max_miss and (best_grade is None or g.cost_p90 < best_grade.cost_p90):
                             best, best_grade = run, g
     return best, best_grade
 
@@ -134,10 +140,9 @@ def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, capstone.R
             break
         hard = len(out) == count - 1 and not reference_failed
         brief = draw_brief(rng, hard=hard)
-        layout = choose(candidates(brief.model, brief.tokens, brief.instances[0], 32))["parallel"]
-        days = make_plan(brief.model, brief.tokens, brief.instances[0], 32, parallel=layout, suggest=False).days
+        days = planned_run(brief.model, brief.tokens, brief.instances[0], 32).days
         brief = replace(brief, deadline_days=float(math.ceil(days * rng.uniform(1.3, 1.8))), budget_usd=1e12)
-        best, g = _search(brief)
+        best, g = _search(brief, max_miss=DRAW_MISS)
         if best is None:
             continue
         brief = replace(brief, budget_usd=float(round(g.cost_p90 * rng.uniform(1.1, 1.3), -3)))

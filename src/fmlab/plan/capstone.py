@@ -27,10 +27,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fmlab.plan import capacity, catalog, platforms, recovery, reliability, scenario, simulate
+from fmlab.plan import capacity, catalog, platforms, reliability, scenario, simulate
 from fmlab.plan.compute import PlanError
-from fmlab.plan.layout import GLOBAL_BATCH_LIMIT_TOKENS, candidates, choose, make_plan
+from fmlab.plan.layout import GLOBAL_BATCH_LIMIT_TOKENS
 from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.planned import PlannedRun, keep_needed, planned_run
 
 MAX_MISS = 0.10  # a plan may miss its deadline in at most this share of simulated runs
 P_COST = 90  # and its cost at this percentile must be within the budget
@@ -50,7 +51,6 @@ class Assumption:
     unit: str = ""
 
 
-_DEFAULTS = recovery.Assumptions()
 # The ledger: every chance the simulation rests on. Sourced ones say where from; "assumed" ones are the course's
 # guesses, and their ranges are what lab 12 draws briefs from and notebook 12's sensitivity chart moves.
 LEDGER: dict[str, Assumption] = {
@@ -82,8 +82,9 @@ LEDGER: dict[str, Assumption] = {
 
 
 @dataclass(frozen=True)
-class Brief:
-    """What the run must achieve, within what, on which platforms; and the chances it runs under (LEDGER)."""
+class Brief(scenario.Chances):
+    """What the run must achieve, within what, on which platforms; and the chances it runs under (scenario.Chances,
+    each of the LEDGER's assumptions, keyword-only)."""
 
     name: str
     model: str
@@ -93,22 +94,9 @@ class Brief:
     instances: tuple[str, ...] = ("ml.p5.48xlarge",)  # the types the team may use
     max_nodes: int = 64
     platforms: tuple[str, ...] = ("training jobs",)  # where the team may run (fmlab.plan.platforms)
-    node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours
-    hang_share: float = 0.1
-    restart_failure_share: float = 0.05
-    late_probability: float = 0.1
-    late_mean_hours: float = 24.0
-    fallback_wait_mean_hours: float = 7 * 24.0  # after the reservation: 16+ instances on demand take days
-    spikes_per_run: float = 4.0  # a fifth of PaLM 540B's 20, for far smaller models
-    unwatched_hours: float = simulate.UNWATCHED_HOURS
-    alert_share: float = 0.8
-    alert_hours: float = 0.25
-    sync_over_async: float = simulate.SYNC_OVER_ASYNC_STALL
-    replace_node_minutes: float = _DEFAULTS.replace_node_minutes
-    unrecoverable_share: float = _DEFAULTS.unrecoverable_share
-    checkpointless_overhead: float = _DEFAULTS.checkpointless_overhead
 
     def __post_init__(self):
+        super().__post_init__()
         for name in ("tokens", "deadline_days", "budget_usd"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
@@ -119,33 +107,10 @@ class Brief:
         if not self.platforms or unknown or isinstance(self.platforms, str):
             raise PlanError(f"the brief's platforms must be a tuple of {', '.join(platforms.PLATFORMS)}, not "
                             f"{self.platforms!r}")
-        for name in LEDGER:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-                    or value < 0:
-                raise PlanError(f"the brief's {name} must be a finite number >= 0, not {value!r}")
-        for name in ("hang_share", "late_probability", "alert_share", "unrecoverable_share"):
-            if getattr(self, name) > 1:
-                raise PlanError(f"the brief's {name} is a share: from 0 to 1, not {getattr(self, name)!r}")
-        for name in ("restart_failure_share", "checkpointless_overhead"):
-            if getattr(self, name) >= 1:
-                raise PlanError(f"the brief's {name} is a share below 1, not {getattr(self, name)!r}")
-        if self.sync_over_async < 1:
-            raise PlanError(f"the brief's sync_over_async is how many times less an asynchronous save stalls: >= 1, "
-                            f"not {self.sync_over_async!r}")
-        if self.node_mtbf_hours <= 0:
-            raise PlanError(f"the brief's node_mtbf_hours must be > 0, not {self.node_mtbf_hours!r}")
 
     @property
     def deadline_hours(self) -> float:
         return self.deadline_days * 24
-
-    @property
-    def assumptions(self) -> recovery.Assumptions:
-        """Module 11's recovery assumptions with the brief's values."""
-        return replace(_DEFAULTS, replace_node_minutes=self.replace_node_minutes,
-                       unrecoverable_share=max(self.unrecoverable_share, 1e-6),
-                       checkpointless_overhead=self.checkpointless_overhead)
 
 
 def ledger(brief: Brief) -> list[dict]:
@@ -155,7 +120,7 @@ def ledger(brief: Brief) -> list[dict]:
 
 
 BRIEFS = {
-    "gpt-30b": Brief("module 7's 30B run, today", "gpt-30b", 300e9, deadline_days=16, budget_usd=260_000),
+    "gpt-30b": Brief("module 7's 30B run, today", "gpt-30b", 300e9, deadline_days=12, budget_usd=175_000),
     "llama3.1-8b": Brief("an 8B model on 2T tokens in under three weeks", "llama3.1-8b", 2e12, deadline_days=18,
                          budget_usd=500_000, platforms=tuple(platforms.PLATFORMS)),
 }
@@ -184,17 +149,18 @@ class RunPlan:
     reasons: dict = field(default_factory=dict, compare=False)  # DECISIONS -> one line each: why
 
 
-def _plan_of(run: RunPlan, brief: Brief):
-    """The planner's plan of the learner's run, its days predicted at the run's own global batch (when that batch
-    is whole micro-batches on every replica; problems() says so when it is not)."""
+def _plan_of(run: RunPlan, brief: Brief) -> PlannedRun:
+    """The learner's run as the course plans a run (fmlab.plan.planned.planned_run of its layout and micro-batch), its
+    days predicted at the run's own global batch (when that batch is whole micro-batches on every replica; problems()
+    says so when it is not)."""
     batch = run.global_batch
     try:
         per_pass = run.parallel.dp(run.nodes * catalog.instance(run.instance).accelerators) * run.micro_batch
     except (KeyError, ZeroDivisionError):
         per_pass = 0
     whole = isinstance(batch, int) and per_pass and batch >= per_pass and batch % per_pass == 0
-    return make_plan(brief.model, brief.tokens, run.instance, run.nodes, parallel=run.parallel,
-                     micro_batch=run.micro_batch, suggest=False, global_batch=batch if whole else None)
+    return planned_run(brief.model, brief.tokens, run.instance, run.nodes, parallel=run.parallel,
+                       micro_batch=run.micro_batch, global_batch=batch if whole else None)
 
 
 def problems(run: RunPlan, brief: Brief) -> list[str]:
@@ -265,12 +231,6 @@ def detection_hours(run: RunPlan, brief: Brief) -> float:
     return float(every) if gate else brief.unwatched_hours
 
 
-def keep_needed(interval_hours: float, window_hours: float) -> int:
-    """Saves to keep so that one from before a spike survives until it is noticed: the saves made during the
-    detection window may hold the diverged model, and one more from before it must remain."""
-    return 1 + math.ceil(window_hours / interval_hours - 1e-9)
-
-
 def _checkpoint_problems(run: RunPlan, brief: Brief, plan) -> list[str]:
     out = []
     keep = run.keep_checkpoints
@@ -308,18 +268,11 @@ def scenario_of(run: RunPlan, brief: Brief) -> simulate.Scenario:
     """The simulator's scenario for the plan under the brief's chances, on the plan's platform."""
     plan = _plan_of(run, brief)
     gate = run.detector in ("held-out gate", "both")
-    alert = run.detector in ("loss alert", "both")
     return scenario.scenario_for(
-        plan, option=run.recovery, interval_hours=run.interval_hours, async_save=run.async_save,
-        reserved_days=run.reserved_days, region=run.region, fallback=run.fallback,
-        job_days=platforms.platform(run.platform).job_days, assumptions=brief.assumptions,
-        global_batch_tokens=run.global_batch * plan.seq_len, hang_share=brief.hang_share,
-        late_probability=brief.late_probability, late_mean_hours=brief.late_mean_hours,
-        fallback_wait_mean_hours=brief.fallback_wait_mean_hours, eval_every_hours=run.eval_every_hours if gate
-        else None, spikes_per_run=brief.spikes_per_run, platform=run.platform, keep=run.keep_checkpoints,
-        alert_share=brief.alert_share if alert else 0.0, alert_hours=brief.alert_hours,
-        restart_failure_share=brief.restart_failure_share, node_mtbf_hours=brief.node_mtbf_hours,
-        sync_over_async=brief.sync_over_async, unwatched_hours=brief.unwatched_hours)
+        plan, brief, option=run.recovery, interval_hours=run.interval_hours, async_save=run.async_save,
+        reserved_days=run.reserved_days, region=run.region, fallback=run.fallback, platform=run.platform,
+        keep=run.keep_checkpoints, eval_every_hours=run.eval_every_hours if gate else None,
+        alert=run.detector in ("loss alert", "both"), global_batch_tokens=run.global_batch * plan.seq_len)
 
 
 @dataclass
@@ -358,17 +311,15 @@ def grade(run: RunPlan, brief: Brief, seeds=(1, 2), runs: int = RUNS) -> Grade:
 
 def plan_for(brief: Brief, instance: str, nodes: int, region: str, margin: float = capacity.JOB_MARGIN,
              kind: str = "training plan", platform: str | None = None) -> RunPlan:
-    """The course's simple rule for `nodes` x `instance`: module 6's layout (`choose`), its smallest global batch,
-    module 11's reservation at a fixed `margin`, S3 checkpoints at Daly's interval kept as the detector needs, a loss
-    alert and the hourly gate; on `platform` (default: the brief's first). PlanError when nothing fits or cannot be
-    bought. A fixed margin is not sized from the chances: `days_for_miss` is."""
+    """The course's simple rule for `nodes` x `instance`: the planned run (fmlab.plan.planned.planned_run: module 7's
+    layout, micro-batch and global batch), module 11's reservation at a fixed `margin`, S3 checkpoints at Daly's
+    interval kept as the detector needs, a loss alert and the hourly gate; on `platform` (default: the brief's first).
+    PlanError when nothing fits or cannot be bought. A fixed margin is not sized from the chances: `days_for_miss` is."""
     platform = platform or brief.platforms[0]
-    row = choose(candidates(brief.model, brief.tokens, instance, nodes))
-    layout = row["parallel"]
-    plan = make_plan(brief.model, brief.tokens, instance, nodes, parallel=layout, suggest=False,
-                     global_batch=layout.dp(nodes * catalog.instance(instance).accelerators))
-    days = capacity.reservation(plan.days, margin=margin, kind=kind).days
-    run = RunPlan(instance, nodes, region, layout, plan.global_batch, days, reservation_kind=kind, platform=platform)
+    planned = planned_run(brief.model, brief.tokens, instance, nodes)
+    days = capacity.reservation(planned.days, margin=margin, kind=kind).days
+    run = RunPlan(instance, nodes, region, planned.parallel, planned.global_batch, days,
+                  micro_batch=planned.micro_batch, reservation_kind=kind, platform=platform)
     interval = scenario_of(run, brief).interval_hours
     return replace(run, keep_checkpoints=keep_needed(interval, detection_hours(run, brief)))
 

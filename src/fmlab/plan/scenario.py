@@ -4,7 +4,7 @@
     from fmlab.plan.layout import make_plan
     plan = make_plan("gpt-30b", 300e9, "ml.p5.48xlarge", 16, parallel=layout)
     held = capacity.reservation(plan.days)                               # module 11: what to reserve
-    s = scenario.scenario_for(plan, option="checkpoint to S3", reserved_days=held.days, region="us-east-1")
+    s = scenario.scenario_for(plan, scenario.Chances(), reserved_days=held.days, region="us-east-1")   # a brief's chances
     simulate.simulate(s).summary(deadline_hours=20 * 24)
 
 Where each input comes from:
@@ -29,12 +29,12 @@ Where each input comes from:
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 
 from fmlab.plan import capacity, platforms, recovery, reliability
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import checkpoint_gb
-from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL, Scenario
+from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL, UNWATCHED_HOURS, Scenario
 
 ASSUMPTIONS = recovery.Assumptions()  # module 11's, until the learner gives their own
 
@@ -110,30 +110,79 @@ def checkpoint_every_steps(plan, option: str = "checkpoint to S3", async_save: b
     return max(1, round(daly_interval_hours(plan, option, async_save, assumptions) * 3600 / step_seconds(plan)))
 
 
-def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: float | None = None,
-                 async_save: bool = True, reserved_days: int | None = None, region: str = "",
-                 fallback: str = "on-demand", job_days: float | None = None,
-                 assumptions: recovery.Assumptions = ASSUMPTIONS, global_batch_tokens: float | None = None,
-                 hang_share: float = 0.0, collective_timeout_s: float = 80.0, straggler_loss: float = 0.0,
-                 late_probability: float = 0.0, late_mean_hours: float = 0.0,
-                 fallback_wait_mean_hours: float = 0.0, eval_every_hours: float | None = None,
-                 eval_tokens: float = 10e6, spikes_per_run: float = 0.0, platform: str | None = None,
-                 keep: int = 1, alert_share: float = 0.0, alert_hours: float = 0.0,
-                 restart_failure_share: float = 0.0, node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours,
-                 sync_over_async: float = SYNC_OVER_ASYNC_STALL,
-                 unwatched_hours: float | None = None) -> Scenario:
-    """The simulator's scenario for `plan` with the choices a learner makes: recovery option, interval (default:
-    Daly's for failures and spikes together), synchronous or asynchronous saves, the days reserved (None: on demand
-    throughout) in `region`, what happens after them, the job limit (None: one job, as on HyperPod), the evaluation
-    gate's interval (None: no gate), a loss alert (the share of spikes it catches, and how fast). On a `platform`
-    (fmlab.plan.platforms) the restart is that platform's (a training job's downloads the `keep` saves of the synced
-    prefix) and the on-demand hours after a reservation are priced at SageMaker's rate; without one, at EC2's."""
+@dataclass(frozen=True, kw_only=True)
+class Chances:
+    """What a run faces and cannot choose (module 12's ledger, fmlab.plan.capstone.LEDGER, gives each a range and a
+    source): how often nodes fail and how a failure shows, capacity that comes late, loss spikes and how well a loss
+    alert sees them, what a save and a restart take. A capstone Brief is one, with its goals; QUIET is none of them."""
+
+    node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours
+    hang_share: float = 0.1  # failures that hang rather than crash (noticed at the collective timeout)
+    restart_failure_share: float = 0.05  # restarts that fail and are tried again
+    late_probability: float = 0.1  # capacity (or a healthy cluster) not there on the first day
+    late_mean_hours: float = 24.0  # how late, on average
+    fallback_wait_mean_hours: float = 7 * 24.0  # after the reservation: 16+ instances on demand take days
+    spikes_per_run: float = 4.0  # a fifth of PaLM 540B's 20, for far smaller models
+    unwatched_hours: float = UNWATCHED_HOURS  # without a gate, until a person notices a spike
+    alert_share: float = 0.8  # spikes a loss alert catches ...
+    alert_hours: float = 0.25  # ... within this long
+    sync_over_async: float = SYNC_OVER_ASYNC_STALL  # how many times less an asynchronous save stalls
+    replace_node_minutes: float = ASSUMPTIONS.replace_node_minutes
+    unrecoverable_share: float = ASSUMPTIONS.unrecoverable_share  # failures checkpointless cannot absorb
+    checkpointless_overhead: float = ASSUMPTIONS.checkpointless_overhead
+
+    def __post_init__(self):
+        for f in fields(Chances):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise PlanError(f"the brief's {f.name} must be a finite number >= 0, not {value!r}")
+        for name in ("hang_share", "late_probability", "alert_share", "unrecoverable_share"):
+            if getattr(self, name) > 1:
+                raise PlanError(f"the brief's {name} is a share: from 0 to 1, not {getattr(self, name)!r}")
+        for name in ("restart_failure_share", "checkpointless_overhead"):
+            if getattr(self, name) >= 1:
+                raise PlanError(f"the brief's {name} is a share below 1, not {getattr(self, name)!r}")
+        if self.sync_over_async < 1:
+            raise PlanError(f"the brief's sync_over_async is how many times less an asynchronous save stalls: >= 1, "
+                            f"not {self.sync_over_async!r}")
+        if self.node_mtbf_hours <= 0:
+            raise PlanError(f"the brief's node_mtbf_hours must be > 0, not {self.node_mtbf_hours!r}")
+
+    @property
+    def assumptions(self) -> recovery.Assumptions:
+        """Module 11's recovery assumptions with these chances' values."""
+        return replace(ASSUMPTIONS, replace_node_minutes=self.replace_node_minutes,
+                       unrecoverable_share=max(self.unrecoverable_share, 1e-6),
+                       checkpointless_overhead=self.checkpointless_overhead)
+
+
+# No chances at all: no hangs, late capacity, failed restarts or spikes (the simulator's plain failures-only run).
+QUIET = Chances(hang_share=0.0, restart_failure_share=0.0, late_probability=0.0, late_mean_hours=0.0,
+                fallback_wait_mean_hours=0.0, spikes_per_run=0.0, alert_share=0.0, alert_hours=0.0)
+
+
+def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to S3",
+                 interval_hours: float | None = None, async_save: bool = True, reserved_days: int | None = None,
+                 region: str = "", fallback: str = "on-demand", platform: str | None = None,
+                 job_days: float | None = None, keep: int = 1, eval_every_hours: float | None = None,
+                 alert: bool = False, global_batch_tokens: float | None = None, collective_timeout_s: float = 80.0,
+                 straggler_loss: float = 0.0, eval_tokens: float = 10e6) -> Scenario:
+    """The simulator's scenario for `plan` (a planned run, or the planner's TrainingPlan) under `chances`, with the
+    choices a learner makes: recovery option, interval (default: Daly's for failures and spikes together),
+    synchronous or asynchronous saves, the days reserved (None: on demand throughout) in `region`, what happens after
+    them, the platform (fmlab.plan.platforms: its job limit and restart; a training job's restart downloads the `keep`
+    saves of the synced prefix; its on-demand hours at SageMaker's rate) or, without one, a job limit `job_days`
+    (None: one job) and EC2's on-demand rate; the held-out gate's interval (None: no gate) and a loss alert."""
+    assumptions = chances.assumptions
     chosen = recovery_option(plan, option, assumptions, global_batch_tokens, platform, keep)
-    save = _stall_seconds(chosen, async_save, sync_over_async)
-    spike_hours = plan.days * 24 / spikes_per_run if spikes_per_run > 0 else math.inf
+    save = _stall_seconds(chosen, async_save, chances.sync_over_async)
+    spikes = chances.spikes_per_run
+    spike_hours = plan.days * 24 / spikes if spikes > 0 else math.inf
     if interval_hours is None:
-        interval_hours = max(_daly_hours(plan, chosen, save, 1 / spike_hours, node_mtbf_hours),
+        interval_hours = max(_daly_hours(plan, chosen, save, 1 / spike_hours, chances.node_mtbf_hours),
                              chosen.save_seconds / 3600)
+    if platform is not None and job_days is None:
+        job_days = platforms.platform(platform).job_days
     prices = capacity.SAGEMAKER_ON_DEMAND_AT_PRICE_DATE if platform else capacity.EC2_ON_DEMAND_AT_PRICE_DATE
     on_demand_rate = prices.get(plan.instance, math.nan) * plan.instances
     window, bought, reserved_rate = math.inf, 0.0, 0.0
@@ -152,21 +201,21 @@ def scenario_for(plan, *, option: str = "checkpoint to S3", interval_hours: floa
                         "capacity.PRICE_BASIS)")
     tokens_per_hour = plan.tokens / (plan.days * 24)
     eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token
-    extra = {} if unwatched_hours is None else {"unwatched_hours": unwatched_hours}
     return Scenario(
         work_hours=plan.days * 24, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
         restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds,
         unrecoverable_share=chosen.unrecoverable_share if chosen.loses == "step" else 1.0,
-        durable_restart_hours=chosen.durable_restart_hours, hang_share=hang_share,
+        durable_restart_hours=chosen.durable_restart_hours, hang_share=chances.hang_share,
         detection_hours=reliability.hang_detection_hours(collective_timeout_s), straggler_loss=straggler_loss,
         job_hours=job_days * 24 if job_days else math.inf, start_up_hours=capacity.START_UP_HOURS,
-        window_hours=window, fallback=fallback, fallback_wait_mean_hours=fallback_wait_mean_hours,
-        late_probability=late_probability, late_mean_hours=late_mean_hours,
+        window_hours=window, fallback=fallback, fallback_wait_mean_hours=chances.fallback_wait_mean_hours,
+        late_probability=chances.late_probability, late_mean_hours=chances.late_mean_hours,
         reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
         else on_demand_rate, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
         eval_every_hours=math.inf if eval_every_hours is None else eval_every_hours, eval_seconds=eval_seconds,
-        node_mtbf_hours=node_mtbf_hours, restart_failure_share=restart_failure_share, alert_share=alert_share,
-        alert_hours=alert_hours, steady_overhead=chosen.steady_overhead, **extra)
+        node_mtbf_hours=chances.node_mtbf_hours, restart_failure_share=chances.restart_failure_share,
+        alert_share=chances.alert_share if alert else 0.0, alert_hours=chances.alert_hours,
+        steady_overhead=chosen.steady_overhead, unwatched_hours=chances.unwatched_hours)
 
 
 # ---------------------------------------------------------------- the simulator's two outside references

@@ -9,7 +9,7 @@ The guide is written by hand except for blocks between `<!-- guide:NAME:begin --
 - `studio`: the room on SageMaker Studio, from the measured peak memory (MEMORY_FILE, benchmarks/course_memory.py);
 - `NN` per module: the minutes on each path, the deep dives to skip under time pressure, and the lab's hints (the
   checks' own, read from fmlab.labs.labNN: the mistakes learners make, and what unblocks them).
-A figure the guide quotes is written `[nb12 | nb12.checkpoints/keep = 4]`: the notebook, the record's name
+A figure the guide quotes is written `[nb12 | nb12.checkpoints/keep = 5]`: the notebook, the record's name
 (fmlab.course.records) and a path into its value after `/`, and the value as the notebook prints it (a number to
 the places shown; `%` multiplies by 100). The notebook's test calls `assert_quoted(records, "nb12")`, so a changed
 output is noticed where the notebook runs.

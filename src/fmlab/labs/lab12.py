@@ -202,7 +202,7 @@ def check_named(plan_run: Callable) -> bool:
         return ok
     return LAB.check("ex1_named_briefs", plan_run, test,
                      "both briefs met, every decision with a reason",
-                     "for each allowed platform and count: choose(candidates(...)) for the layout, a recovery the "
+                     "for each allowed platform and count: planned_run(...) for the layout and batch, a recovery the "
                      "platform runs, a detector, the saves to keep (capstone.keep_needed), the days "
                      "(capstone.days_for_miss); keep the cheapest P90 that passes capstone.grade")
 

@@ -186,7 +186,7 @@ def _add_job(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_job_request(args: argparse.Namespace) -> int:
-    from fmlab.course_jobs import COURSE_JOBS, UnknownCourseJob, course_request
+    from fmlab.course_jobs import COURSE_JOBS, FROM_PLAN, UnknownCourseJob, course_request
 
     if args.list or not args.name:
         if not args.list:
@@ -194,7 +194,7 @@ def cmd_job_request(args: argparse.Namespace) -> int:
             return 2
         for name, (module, build) in COURSE_JOBS.items():
             what = (build.__doc__ or "").split(":", 1)[-1].split(" (")[0].split(".")[0].strip()
-            print(f"{name:<8} {module}: {what}")
+            print(f"{name:<9} {module}: {what}" + (f"\n{'':<9} {FROM_PLAN[name]}" if name in FROM_PLAN else ""))
         return 0
     try:
         request = course_request(args.name)

@@ -190,6 +190,18 @@ def gpt30b_p5_job() -> JobSpec:
                               region=REGION)
 
 
+# How each job of the 30B model stands to the planned run (fmlab.plan.planned): the two runs are rendered from it; the
+# jobs that teach one knob say what they change from it, so nobody launches them expecting the planned days.
+FROM_PLAN = {
+    "gpt30b": "the planned run on 16 x p4d (fmlab.plan.planned.planned_run), the first job of its chain",
+    "gpt30b-p5": "the planned run on 16 x p5, on a training plan",
+    "fsdp": "teaches the shard group: hybrid sharding in groups of 8 (one node), full recomputation, micro-batch 1, "
+            "1,000 steps on 16 x p4de; not the planned run",
+    "smp": "teaches SMP's activation offloading: the fsdp job with offloading on; not the planned run",
+    "fsdp-tp": "teaches tensor parallelism: tp 2 with full sharding on 2 x p4d, micro-batch 1, 1,000 steps; not the "
+               "planned run",
+}
+
 COURSE_JOBS: dict[str, tuple[str, Callable[[], JobSpec]]] = {
     "sweep": ("module 3", sweep_job), "ddp": ("module 4", ddp_job), "smddp": ("module 4", smddp_job),
     "fsdp": ("module 5", fsdp_job), "smp": ("module 5", smp_job), "fsdp-tp": ("module 6", fsdp_tp_job),

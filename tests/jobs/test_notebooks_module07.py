@@ -14,6 +14,7 @@ import pytest
 
 from fmlab.course import guide
 from fmlab.plan import catalog, compute, layout
+from fmlab.plan.planned import planned_run
 
 pytestmark = pytest.mark.notebook
 
@@ -49,6 +50,14 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
                            micro_batch=choice["micro-batch"])
     assert rec["nb07.days"] == pytest.approx(run.days, abs=0.01) and rec["nb07.mfu"] == pytest.approx(run.mfu, abs=1e-4)
     assert rec["nb07.cost_usd"] == pytest.approx(run.cost_usd, abs=1)
+    # the job is rendered from the planned run: its hyperparameters carry the plan's batch and interval
+    plan = planned_run("gpt-30b", 300e9, "ml.p4d.24xlarge", 16)
+    assert rec["nb07.planned"] == {"days": round(plan.days, 2), "mfu": round(plan.mfu, 4),
+                                   "micro_batch": plan.micro_batch, "global_batch": plan.global_batch,
+                                   "checkpoint_every": plan.checkpoint_every, "reserved_days": plan.reserved_days,
+                                   "hyperparameters": {"micro_batch": str(plan.micro_batch), "global_batch": "1024",
+                                                       "checkpoint_every": str(plan.checkpoint_every),
+                                                       "hybrid_shard_degree": "32"}}
     low, high = rec["nb07.measured_mfu_range"]  # one GPU, eager to compiled
     assert low < high
     published = rec["nb07.published"]  # the chart: the same figures as tests/plan/test_speed.py holds

@@ -12,16 +12,26 @@ before a spike), then simulated under SEEDS, `capstone.RUNS` runs each: P(miss t
 `capstone.MAX_MISS` and the 90th-percentile cost within the budget, under the worst seed.
 
 The drawn briefs: each assumption of `capstone.LEDGER` anywhere in its range, the platforms a random subset, the
-deadline a random stretch of the run's days and the budget a little above the cheapest passing plan the check's own
-search finds (`search`), so every drawn brief can be met. At least one drawn brief is one the course's fixed-margin
+deadline a random stretch of the run's days and the budget a little above the cheapest plan the check's own search
+finds (`search`) with P(miss) within DRAW_MISS, so every drawn brief can be met with the room the lab asks a learner
+to leave. The learner's plan_run runs apart (`_apart`): in a forked child, on its own copy of the brief, where the
+check's search refuses; nothing it changes reaches the process that grades, and no frame it can reach holds the
+search's plan (the draw keeps only its cost). At least one drawn brief is one the course's fixed-margin
 `capstone.reference_plan` fails: reusing it fails by what it does, not by its name. Each passing plan is ranked by
 its P90 cost against the cheapest the search found.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import io
 import math
+import multiprocessing as mp
+import os
+import pickle
 import secrets
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -50,27 +60,37 @@ def _line(label: str, run: capstone.RunPlan, g: capstone.Grade) -> str:
             f"days, {run.recovery}, keep {run.keep_checkpoints}, {run.detector}, {run.fallback}: {figures}")
 
 
-_GRADING = {"on": False}  # set while the learner's plan_run runs: the check's own search is not theirs to call
-
-
 class SearchRefused(RuntimeError):
     """plan_run called the check's own search."""
 
 
 def search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
     """The check's own planner: every allowed platform, reservable count (8 or more), recovery option and fallback,
-    with module 6's layout, both detectors, Daly's interval, the saves the detector needs, and the fewest days that
-    keep P(miss) within bounds; the cheapest at P90 that passes, and its grade (None, None when none passes).
-    Called from a learner's plan_run while the check grades it, it refuses (SearchRefused), however it was
-    imported."""
-    if _GRADING["on"]:
-        raise SearchRefused("plan_run called lab12.search, the check's own planner: make the decisions yourself")
+    with the planned run's layout and batch, both detectors, Daly's interval, the saves the detector needs, and the
+    fewest days that keep P(miss) within bounds; the cheapest at P90 that passes, and its grade (None, None when none
+    passes). Called from a learner's plan_run while the check grades it, it refuses (SearchRefused), however it was
+    imported: plan_run runs in a process of its own, where the search does not."""
     return _search(brief, seeds, runs)
 
 
+def _home_only(search_fn):
+    """`search_fn`, refusing in any process but the one that imported the check (the learner's plan_run runs in a
+    child of it: _apart). The home process is held in the closure, not in a module switch a learner could flip."""
+    home = os.getpid()
+
+    def guarded(*args, **kwargs):
+        if os.getpid() != home:
+            raise SearchRefused("plan_run called lab12.search, the check's own planner: make the decisions yourself")
+        return search_fn(*args, **kwargs)
+    guarded.__doc__ = search_fn.__doc__
+    return guarded
+
+
+@_home_only
 def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_miss: float = capstone.MAX_MISS):
     """The search itself: each reservation sized to P(miss) within `max_miss` on the first seed (DRAW_MISS when the
-    draw sets a brief's deadline and budget: room for a learner who sizes on seeds of their own)."""
+    draw sets a brief's deadline and budget: room for a learner who sizes on seeds of their own). It refuses in any
+    process but the one that imported the check: the learner's plan_run runs in a child of it."""
     best = best_grade = None
     for platform in brief.platforms:
         for instance in brief.instances:
@@ -131,8 +151,10 @@ def reference_fails(brief: capstone.Brief) -> str:
     return "; ".join(g.problems + g.failed)
 
 
-def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, capstone.RunPlan, capstone.Grade]]:
-    """`count` briefs the search can meet, at least one of which the reference plan fails."""
+def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, float]]:
+    """`count` briefs the search can meet, at least one of which the reference plan fails, each with the P90 cost of
+    the cheapest passing plan the search found (the plan itself is not kept: nothing the learner's plan_run could
+    reach holds it while it runs)."""
     rng = np.random.default_rng(seed)
     out, reference_failed = [], False
     for _ in range(40):
@@ -152,23 +174,64 @@ def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, capstone.R
         if len(out) < count or fails:
             if len(out) == count:
                 out.pop()
-            out.append((brief, best, g))
+            out.append((brief, float(g.cost_p90)))
             reference_failed = reference_failed or fails
     if not reference_failed:
         raise RuntimeError(f"seed {seed}: no brief the reference plan fails was drawn; run the check again")
     return out
 
 
-def _grade_one(plan_run: Callable, brief: capstone.Brief):
-    """The learner's plan for one brief, refused with a reason printed when it is not a plan with reasons."""
-    _GRADING["on"] = True
+def _apart(plan_run: Callable, brief: capstone.Brief, timeout: float = 600.0):
+    """plan_run(a copy of brief) in a forked child process: whatever it changes there (the brief, the check's modules,
+    any switch) never reaches the process that grades, and the check's search refuses there. Returns its RunPlan (or
+    None) and what went wrong (''), printing what it printed."""
+    ctx = mp.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child():
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                run = plan_run(copy.deepcopy(brief))
+            message = (pickle.dumps(run), "")
+        except BaseException as e:  # noqa: BLE001 - every error of the learner's is reported, never raised here
+            message = (None, f"{type(e).__name__}: {e}")
+        try:
+            send.send((*message, printed.getvalue()))
+        except Exception as e:  # noqa: BLE001 - an unpicklable answer
+            send.send((None, f"plan_run must return a capstone.RunPlan ({type(e).__name__}: {e})", printed.getvalue()))
+        os._exit(0)
+
+    process = ctx.Process(target=child, daemon=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork from the kernel's threads
+        process.start()
+    send.close()
     try:
-        run = plan_run(brief)
-    except SearchRefused as e:
-        print(f"  {e}")
-        return None, None
+        if not receive.poll(timeout):
+            return None, f"plan_run took over {timeout:.0f} s"
+        payload, error, printed = receive.recv()
+    except EOFError:
+        return None, "plan_run ended its process without an answer"
     finally:
-        _GRADING["on"] = False
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+    if printed:
+        print(printed, end="")
+    return (pickle.loads(payload) if payload is not None else None), error
+
+
+def _grade_one(plan_run: Callable, brief: capstone.Brief):
+    """The learner's plan for one brief (made apart: _apart), refused with a reason printed when it is not a plan
+    with reasons; graded against the check's own brief."""
+    if not callable(plan_run):
+        print(f"  plan_run must be a function of the brief, not {type(plan_run).__name__}")
+        return None, None
+    run, error = _apart(plan_run, brief)
+    if error:
+        print(f"  {error}")
+        return None, None
     if not isinstance(run, capstone.RunPlan):
         print(f"  plan_run must return a capstone.RunPlan, not {type(run).__name__}")
         return None, None
@@ -186,25 +249,56 @@ def _say(run: capstone.RunPlan, g: capstone.Grade) -> None:
         print("  " + line)
 
 
+def _named_one(plan_run: Callable, brief: capstone.Brief) -> bool | None:
+    run, g = _grade_one(plan_run, brief)
+    if g is None:
+        return None
+    print(_line("yours", run, g))
+    _say(run, g)
+    return g.passed
+
+
 def check_named(plan_run: Callable) -> bool:
-    """Ex1: notebook 12's two briefs; every decision with a reason, and a pass under SEEDS."""
+    """Ex1, a warm-up: notebook 12's two briefs, which are public (a plan typed for them passes here, and fails
+    exercise 2's drawn briefs); every decision with a reason, and a pass under SEEDS."""
     def test(fn):
+        print("  a warm-up on notebook 12's two public briefs; exercise 2 draws briefs nobody has seen")
         ok = True
         for brief in capstone.BRIEFS.values():
             print(f"  {brief.name}: {brief.deadline_days:g} days, ${brief.budget_usd:,.0f}, on "
                   f"{', '.join(brief.platforms)}; seeds {SEEDS}")
-            run, g = _grade_one(fn, brief)
-            if g is None:
+            passed = _named_one(fn, brief)
+            if passed is None:
                 return False
-            print(_line("yours", run, g))
-            _say(run, g)
-            ok = ok and g.passed
+            ok = ok and passed
         return ok
     return LAB.check("ex1_named_briefs", plan_run, test,
                      "both briefs met, every decision with a reason",
                      "for each allowed platform and count: planned_run(...) for the layout and batch, a recovery the "
                      "platform runs, a detector, the saves to keep (capstone.keep_needed), the days "
                      "(capstone.days_for_miss); keep the cheapest P90 that passes capstone.grade")
+
+
+def _drawn_one(plan_run: Callable, brief: capstone.Brief, best_cost: float) -> bool:
+    """One drawn brief: the learner's plan graded, ranked against the search's cheapest P90 cost (a plan of their
+    own lingers in no frame of the check's while the next brief's plan_run runs)."""
+    print(f"  {brief.name}: {brief.deadline_days:g} days, ${brief.budget_usd:,.0f}, on "
+          f"{', '.join(brief.platforms)}; failures every {brief.node_mtbf_hours:,.0f} node-hours, "
+          f"{brief.spikes_per_run:.1f} spikes, fallback wait {brief.fallback_wait_mean_hours / 24:.1f} days")
+    run, g = _grade_one(plan_run, brief)
+    if g is None:
+        return False
+    print(_line("yours", run, g))
+    if not g.passed:  # found now, after plan_run has returned: no frame held it while plan_run ran
+        best, best_grade = _search(brief, max_miss=DRAW_MISS)
+        print(_line("search", best, best_grade))
+    why = reference_fails(brief)
+    if why:
+        print(f"  the course's fixed-margin reference plan fails this brief: {why}")
+    _say(run, g)
+    if g.passed:
+        print(f"  cost: {g.cost_p90 / best_cost - 1:+.1%} against the cheapest passing plan the search found")
+    return g.passed
 
 
 def check_drawn(plan_run: Callable, count: int = DRAWN, seed: int | None = None) -> bool:
@@ -219,23 +313,8 @@ def check_drawn(plan_run: Callable, count: int = DRAWN, seed: int | None = None)
         drawn_seed = secrets.randbelow(10**6) if seed is None else seed
         print(f"  drawing {count} briefs (seed {drawn_seed}; check_drawn(plan_run, seed={drawn_seed}) replays them)")
         ok = True
-        for brief, best, best_grade in draw(drawn_seed, count):
-            print(f"  {brief.name}: {brief.deadline_days:g} days, ${brief.budget_usd:,.0f}, on "
-                  f"{', '.join(brief.platforms)}; failures every {brief.node_mtbf_hours:,.0f} node-hours, "
-                  f"{brief.spikes_per_run:.1f} spikes, fallback wait {brief.fallback_wait_mean_hours / 24:.1f} days")
-            run, g = _grade_one(fn, brief)
-            if g is None:
-                return False
-            print(_line("yours", run, g))
-            print(_line("search", best, best_grade))
-            why = reference_fails(brief)
-            if why:
-                print(f"  the course's fixed-margin reference plan fails this brief: {why}")
-            _say(run, g)
-            if g.passed:
-                extra = g.cost_p90 / best_grade.cost_p90 - 1
-                print(f"  cost: {extra:+.1%} against the cheapest passing plan the search found")
-            ok = ok and g.passed
+        for brief, best_cost in draw(drawn_seed, count):
+            ok = _drawn_one(fn, brief, best_cost) and ok
         return ok
     return LAB.check("ex2_drawn_briefs", plan_run, test,
                      f"{count} briefs drawn at check time, every one met",

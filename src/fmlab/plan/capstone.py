@@ -296,7 +296,10 @@ def grade(run: RunPlan, brief: Brief, seeds=(1, 2), runs: int = RUNS) -> Grade:
     if found:
         return Grade(brief.name, found)
     s = scenario_of(run, brief)
-    outs = [simulate.simulate(s, runs=runs, seed=seed) for seed in seeds]
+    try:
+        outs = [simulate.simulate(s, runs=runs, seed=seed) for seed in seeds]
+    except PlanError as e:  # a run the simulator refuses (it cannot finish): refused with its cause
+        return Grade(brief.name, [str(e)])
     p_miss = max(o.p_miss(brief.deadline_hours) for o in outs)
     cost = max(o.cost_percentile(P_COST) for o in outs)
     g = Grade(brief.name, [], p_miss, cost, max(float(np.percentile(o.finish_days, 90)) for o in outs),

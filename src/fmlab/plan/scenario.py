@@ -34,7 +34,7 @@ from dataclasses import dataclass, fields, replace
 from fmlab.plan import capacity, platforms, recovery, reliability
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import checkpoint_gb
-from fmlab.plan.simulate import SYNC_OVER_ASYNC_STALL, UNWATCHED_HOURS, Scenario
+from fmlab.plan.simulate import PALM_SPIKES, SYNC_OVER_ASYNC_STALL, UNWATCHED_HOURS, Scenario
 
 ASSUMPTIONS = recovery.Assumptions()  # module 11's, until the learner gives their own
 
@@ -110,6 +110,9 @@ def checkpoint_every_steps(plan, option: str = "checkpoint to S3", async_save: b
     return max(1, round(daly_interval_hours(plan, option, async_save, assumptions) * 3600 / step_seconds(plan)))
 
 
+MAX_SPIKES_PER_RUN = 50 * PALM_SPIKES  # far past any published run: a brief beyond it is a typing error
+
+
 @dataclass(frozen=True, kw_only=True)
 class Chances:
     """What a run faces and cannot choose (module 12's ledger, fmlab.plan.capstone.LEDGER, gives each a range and a
@@ -147,6 +150,10 @@ class Chances:
                             f"not {self.sync_over_async!r}")
         if self.node_mtbf_hours <= 0:
             raise PlanError(f"the brief's node_mtbf_hours must be > 0, not {self.node_mtbf_hours!r}")
+        if self.spikes_per_run > MAX_SPIKES_PER_RUN:
+            raise PlanError(f"the brief's spikes_per_run is at most {MAX_SPIKES_PER_RUN:,} (PaLM 540B saw about "
+                            f"{PALM_SPIKES} in its whole run; a run that spikes more does not train), not "
+                            f"{self.spikes_per_run!r}")
 
     @property
     def assumptions(self) -> recovery.Assumptions:

@@ -61,6 +61,10 @@ PALM_SPIKES = 20
 PALM_SKIPPED_BATCHES = (200, 500)  # section 5.1: batches skipped after each rollback
 UNWATCHED_HOURS = 12.0  # assumed: without a gate, a person notices a diverged loss within half a day
 MAX_EVENTS = 100_000  # a bound on the loop: more events than this in one run is a scenario that cannot finish
+# The events one run may be expected to hold (failures and loss spikes) before the simulator refuses, naming the cause:
+# the loop takes about 0.3 ms an event for 4,000 runs on 2 cores, and the run with the most events sets its length,
+# so 5,000 keeps every call within a few seconds (benchmarks/simulate_runs.py; 2026-11-29).
+EVENT_BUDGET = 5_000
 
 
 # Limits that `inf` turns off; every other number must be finite (NaN never passes).
@@ -235,6 +239,40 @@ def _restarts(rng, restart: np.ndarray, mtbf: float, fail_share: float) -> tuple
     return restart + hit * cut + (failed - hit) * restart, hit
 
 
+def _refuse_what_cannot_finish(s: Scenario, work: float, tau: float, cycle: float, mtbf: float) -> None:
+    """PlanError, naming the cause, when one run would hold more than EVENT_BUDGET failures and spikes on average:
+    a scenario that would take the simulator minutes is one whose run barely moves (or never finishes)."""
+    if s.loses == "interval":  # a checkpoint commits only after a failure-free cycle: e^(cycle/mtbf) - 1 failures
+        failures = work / tau * math.expm1(min(cycle / mtbf, 700.0))  # each, on average, before it does
+    else:  # checkpointless: every failure over the run's training, and its restart
+        failures = (work + s.restart_hours * work / mtbf) / mtbf
+    restarts = s.restart_hours / (1 - s.restart_failure_share)
+    if s.loses == "interval" and restarts * (1 / mtbf) > 5 and failures > EVENT_BUDGET:  # renewal: restarts lose the race
+        raise PlanError(f"the scenario cannot finish: a failure every {60 * mtbf:.1f} min against a restart of "
+                        f"{60 * restarts:.1f} min, so almost every restart is struck before it ends: fewer nodes, a "
+                        "faster restart, or a higher node_mtbf_hours")
+    if failures > EVENT_BUDGET and s.loses == "interval":
+        raise PlanError(f"the scenario cannot finish: about {failures:,.0f} failures before the last checkpoint "
+                        f"(a failure every {mtbf:.2g} h against {cycle:.2g} h between checkpoints): save more "
+                        "often, or check node_mtbf_hours and nodes")
+    if failures > EVENT_BUDGET:
+        raise PlanError(f"about {failures:,.0f} failures in one run (one every {60 * mtbf:.1f} min over {work:,.0f} h "
+                        f"of training): more than the {EVENT_BUDGET:,} events a simulated run may hold, which would take "
+                        "minutes. Simulate fewer nodes, or a shorter stretch of the run (goodput is per hour)")
+    spikes = 0.0
+    if math.isfinite(s.spike_mean_hours):  # each spike redoes about half an interval, where more spikes may come
+        redone = min(tau / 2 / s.spike_mean_hours, 1.0)
+        spikes = math.inf if redone > 0.95 else work / s.spike_mean_hours / (1 - redone)
+    if spikes > EVENT_BUDGET:
+        about = "more" if math.isinf(spikes) else f"about {spikes:,.0f}"
+        raise PlanError(f"the scenario cannot finish: {about} loss spikes per run (one every "
+                        f"{s.spike_mean_hours:.2g} h of training, against {tau:.2g} h between saves), each a rollback: "
+                        f"PaLM 540B saw about {PALM_SPIKES} in its whole run; check spikes_per_run")
+    if failures + spikes > EVENT_BUDGET:
+        raise PlanError(f"the scenario cannot finish in reasonable time: about {failures:,.0f} failures and "
+                        f"{spikes:,.0f} loss spikes per run, over {EVENT_BUDGET:,} events")
+
+
 def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     """`runs` independent runs of scenario `s`, all advanced together one event at a time (numpy)."""
     if not isinstance(runs, int) or runs < 1:
@@ -245,12 +283,7 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
         work *= 1 + s.eval_seconds / 3600 / s.eval_every_hours  # the gate's evaluations stall training
     tau, save = s.interval_hours, s.save_seconds / 3600
     cycle, mtbf = tau + save, s.mtbf_hours
-    if s.loses == "interval":  # a checkpoint commits only after a failure-free cycle: e^(cycle/mtbf) - 1 failures
-        expected = work / tau * math.expm1(min(cycle / mtbf, 700.0))  # each, on average, before it does
-        if expected > MAX_EVENTS / 4:
-            raise PlanError(f"the scenario cannot finish: about {expected:,.0f} failures before the last checkpoint "
-                            f"(a failure every {mtbf:.2g} h against {cycle:.2g} h between checkpoints): save more "
-                            "often, or check node_mtbf_hours and nodes")
+    _refuse_what_cannot_finish(s, work, tau, cycle, mtbf)
 
     late = np.where(rng.random(runs) < s.late_probability, rng.exponential(max(s.late_mean_hours, 1e-12), runs), 0.0)
     wall = late + s.start_up_hours  # the first job's start-up

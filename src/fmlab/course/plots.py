@@ -163,7 +163,9 @@ def live_loss(job, poll: float = 1.0, title: str | None = None):
 def wasted_time_vs_interval(save_hours: float, mtbf_hours: float, restart_hours: float = 0.0,
                             marks: dict[str, float] | None = None, ax=None):
     """Share of wall-clock time lost (saving + redoing lost work + restarting) against the checkpoint interval,
-    log-scaled, with the Daly optimum and any `marks` (label -> interval in hours) drawn on it.
+    log-scaled: the exact expectation (renewal theory, reliability.expected_wasted_fraction) and, dashed, Young and
+    Daly's first order (reliability.wasted_fraction), the interval range where the first order is more than 10% off
+    shaded; with the Daly optimum and any `marks` (label -> interval in hours) drawn on the exact curve.
 
     Given an `ax` it draws there without pyplot (the deck figure `checkpoint_interval` does so)."""
     import numpy as np
@@ -176,12 +178,18 @@ def wasted_time_vs_interval(save_hours: float, mtbf_hours: float, restart_hours:
         _, ax = plt.subplots(figsize=(7, 3.8))
     best = reliability.daly_interval_hours(save_hours, mtbf_hours)
     hours = np.geomspace(best / 30, best * 30, 200)
-    waste = [100 * reliability.wasted_fraction(h, save_hours, mtbf_hours, restart_hours) for h in hours]
-    ax.plot(hours, waste, color="tab:blue")
+    exact = np.array([100 * reliability.expected_wasted_fraction(h, save_hours, mtbf_hours, restart_hours)
+                      for h in hours])
+    first = np.array([100 * reliability.wasted_fraction(h, save_hours, mtbf_hours, restart_hours) for h in hours])
+    ax.plot(hours, exact, color="tab:blue", label="exact (renewal theory)")
+    ax.plot(hours, first, "--", color="tab:gray", linewidth=1, label="first order (Young/Daly)")
+    off = hours[np.abs(first / exact - 1) > 0.1]
+    if off.size:
+        ax.axvspan(off.min(), off.max(), color="tab:gray", alpha=0.1, label="first order over 10% off")
     ax.set_xscale("log")
     points = {"optimum (Daly)": best, **(marks or {})}
     for (label, h), color in zip(points.items(), ("tab:red", "tab:green", "tab:orange", "tab:purple"), strict=False):
-        w = 100 * reliability.wasted_fraction(h, save_hours, mtbf_hours, restart_hours)
+        w = 100 * reliability.expected_wasted_fraction(h, save_hours, mtbf_hours, restart_hours)
         ax.plot([h], [w], "o", color=color, label=f"{label}: every {h:.2g} h, {w:.2f}% lost")
     ax.set_xlabel("checkpoint interval (hours, log scale)")
     ax.set_ylabel("wall-clock time lost (%)")

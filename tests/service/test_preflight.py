@@ -50,7 +50,8 @@ def test_job_request_prints_json_that_preflight_reads_from_stdin(capsys, monkeyp
     assert code == 0, report + err
     assert "not checked: no AWS credentials" in report and "PASS  max-runtime" in report
     code, listed, _ = run_cli(capsys, "job", "request", "--list")
-    assert code == 0 and [ln.split()[0] for ln in listed.splitlines()] == list(COURSE_JOBS)
+    assert code == 0 and [ln.split()[0] for ln in listed.splitlines() if not ln.startswith(" ")] == list(COURSE_JOBS)
+    assert "the planned run on 16 x p4d" in listed and "not the planned run" in listed  # under the jobs it concerns
 
 
 def test_a_30_day_job_is_refused_with_exit_1_naming_why(capsys, tmp_path, no_aws_credentials):

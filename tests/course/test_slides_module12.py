@@ -21,10 +21,14 @@ def test_the_closed_form_and_llama_3_figures_the_deck_quotes():
     assert "within 0.3%" in DECK and abs(waste / closed - 1) < 0.003
     llama = scenario.llama3_405b()
     assert "90.5% effective training time" in DECK
+    longest = reliability.implied_restart_hours(simulate.LLAMA3_EFFECTIVE_TRAINING, llama.save_seconds / 3600,
+                                                llama.mtbf_hours, llama.interval_hours)
+    assert f"a restart of at most {60 * longest:.1f} min: the course assumes {60 * llama.restart_hours:.1f}" in \
+        " ".join(DECK.split())
     assert f"{simulate.simulate(llama, runs=10_000, seed=0).goodput.mean():.1%}" == "90.5%"
-    from fmlab.plan import reliability as r
     assert "(66%); the first order says 100%" in DECK
-    assert round(100 * r.expected_wasted_fraction(1.0, 0.2, 1.0, 0.25)) == 66 and r.wasted_fraction(1.0, 0.2, 1.0, 0.25) == 1
+    assert round(100 * reliability.expected_wasted_fraction(1.0, 0.2, 1.0, 0.25)) == 66
+    assert reliability.wasted_fraction(1.0, 0.2, 1.0, 0.25) == 1
 
 
 def test_the_margin_slide_reads_the_simulation():
@@ -60,5 +64,8 @@ def test_the_sensitivity_slide_reads_the_simulation():
     spikes, mtbf = rows["spikes_per_run"], rows["node_mtbf_hours"]
     assert "from about 4% to 86%" in DECK and 0.02 < spikes["P(miss) at low"] < 0.06
     assert 0.82 < spikes["P(miss) at high"] < 0.9
-    assert "takes it to about 13%" in DECK and 0.10 < mtbf["P(miss) at low"] < 0.16
-    assert "every 49 h at Llama 3's rate, every 7.9 h" in DECK
+    assert "barely moves it (about 7%)" in DECK and 0.05 < mtbf["P(miss) at low"] < 0.09
+    low, high = reliability.node_mtbf_range_hours()
+    assert f"spans {high / low:.1f} times" in DECK
+    assert (f"every {reliability.job_mtbf_hours(128, high):.0f} h at Llama 3's rate, every "
+            f"{reliability.job_mtbf_hours(128, low):.0f} h at Meta's") in " ".join(DECK.split())

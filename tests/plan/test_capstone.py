@@ -102,17 +102,22 @@ def test_the_ledger_names_every_chance_with_its_range_and_source():
     assert (low, high) == reliability.node_mtbf_range_hours()
 
 
-def test_at_meta_research_cluster_rate_a_1024_gpu_job_fails_every_7_9_hours():
-    """Kokolis et al. 2024 (arXiv 2410.21680): 7.9 h mean time to failure for 1,024-GPU jobs; Llama 3's dedicated run
-    gives the same job about 49 h. The ledger's range spans the two."""
-    research = reliability.job_mtbf_hours(128, reliability.RESEARCH_CLUSTERS.node_mtbf_hours)
-    assert research == pytest.approx(7.9, rel=0.1)
+def test_at_meta_research_clusters_rate_the_paper_projects_1_8_hours_at_16384_gpus():
+    """Kokolis et al. 2024 (arXiv 2410.21680): r_f = 6.50 failures per 1,000 node-days on RSC-1, MTTF = 1/(N r_f),
+    projected 1.8 h at 16,384 GPUs (and 0.23 h at 131,072). Their measured 7.9 h for 1,024-GPU jobs counts every job
+    failure of a shared cluster: 3.7 times the model's rate, kept apart. Llama 3's dedicated run gives a 1,024-GPU job
+    about 49 h; the ledger's range spans the two rates."""
+    rsc = reliability.RESEARCH_CLUSTERS.node_mtbf_hours
+    assert rsc == pytest.approx(24_000 / reliability.RESEARCH_CLUSTER_FAILURES_PER_1000_NODE_DAYS)
+    assert reliability.job_mtbf_hours(2048, rsc) == pytest.approx(1.8, abs=0.01)
+    assert reliability.job_mtbf_hours(16_384, rsc) == pytest.approx(0.23, abs=0.01)
+    gpus, measured = reliability.RESEARCH_CLUSTER_JOB_MTTF_HOURS
+    assert 3.5 < reliability.job_mtbf_hours(gpus // 8, rsc) / measured < 3.9
     assert reliability.job_mtbf_hours(128) == pytest.approx(49.5, rel=0.02)
-    s = simulate.Scenario(work_hours=2000, nodes=128, interval_hours=1.0, save_seconds=10, restart_hours=0.1,
-                          node_mtbf_hours=reliability.RESEARCH_CLUSTERS.node_mtbf_hours, start_up_hours=0.0)
-    out = simulate.simulate(s, runs=500, seed=3)
-    wall_per_failure = out.finish_hours.sum() / out.failures.sum()
-    assert wall_per_failure == pytest.approx(7.9, rel=0.1)
+    s = simulate.Scenario(work_hours=2000, nodes=2048, interval_hours=0.2, save_seconds=2, restart_hours=0.05,
+                          node_mtbf_hours=rsc, start_up_hours=0.0)
+    out = simulate.simulate(s, runs=200, seed=3)
+    assert out.finish_hours.sum() / out.failures.sum() == pytest.approx(1.8, rel=0.1)  # wall hours per failure
 
 
 def test_without_a_gate_or_an_alert_the_spikes_cost_the_deadline(brief):
@@ -190,7 +195,8 @@ def test_the_sensitivity_moves_each_assumption_between_its_ends():
     swing = [abs(r["P(miss) at high"] - r["P(miss) at low"]) for r in rows]
     assert swing == sorted(swing, reverse=True) and swing[0] > 0.1
     by = {r["assumption"]: r for r in rows}
-    assert by["node_mtbf_hours"]["P(miss) at low"] >= by["node_mtbf_hours"]["P(miss) at high"]
+    # more failures never help (within the sampling error of 1,000 runs)
+    assert by["node_mtbf_hours"]["P(miss) at low"] >= by["node_mtbf_hours"]["P(miss) at high"] - 0.01
 
 
 def test_each_platform_says_what_it_allows_and_refuses_the_rest():

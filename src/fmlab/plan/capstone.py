@@ -55,8 +55,8 @@ class Assumption:
 # guesses, and their ranges are what lab 12 draws briefs from and notebook 12's sensitivity chart moves.
 LEDGER: dict[str, Assumption] = {
     "node_mtbf_hours": Assumption(*reliability.node_mtbf_range_hours(),
-                                  "Llama 3's dedicated run (high) to Meta's research clusters (low): "
-                                  "reliability.RESEARCH_CLUSTERS", "node-hours per failure"),
+                                  "Llama 3's dedicated run (high) to Meta's research clusters' RSC-1 rate (low): "
+                                  "reliability.LLAMA3_405B, reliability.RESEARCH_CLUSTERS", "node-hours per failure"),
     "hang_share": Assumption(0.0, 0.3, "assumed: failures that hang rather than crash (noticed at the collective "
                              "timeout)"),
     "restart_failure_share": Assumption(0.0, 0.2, "assumed: restarts that fail (a bad replacement node, a rendezvous "
@@ -75,9 +75,10 @@ LEDGER: dict[str, Assumption] = {
     "sync_over_async": Assumption(5.0, 15.0, "module 8's measurement: an asynchronous save stalls 5x (41 MB) to 15x "
                                   "(310 MB) less, on 2 CPU cores (benchmarks/checkpoint_stall.py)", "x"),
     "replace_node_minutes": Assumption(5.0, 30.0, "assumed: detect, replace, rejoin (recovery.Assumptions)", "min"),
-    "unrecoverable_share": Assumption(0.02, 0.3, "assumed: failures checkpointless cannot absorb"),
-    "checkpointless_overhead": Assumption(0.0, 0.1, "assumed: checkpointless's upkeep, set so its goodput stays "
-                                          "within AWS's 'up to 95%' (recovery.CHECKPOINTLESS_SOURCE)"),
+    "unrecoverable_share": Assumption(0.0, 0.3, "assumed: failures checkpointless cannot absorb whatever its replicas "
+                                      "(a second failure among a shard's replicas is added by recovery.options)"),
+    "checkpointless_overhead": Assumption(0.0, 0.1, "assumed: a per-step upkeep no AWS page publishes; its mechanism "
+                                          "(a second optimizer instance) adds no periodic save, so 0 unless measured"),
 }
 
 

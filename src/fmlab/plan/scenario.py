@@ -55,13 +55,13 @@ def synced_restore_hours(plan, keep: int, assumptions: recovery.Assumptions = AS
 
 def recovery_option(plan, name: str, assumptions: recovery.Assumptions = ASSUMPTIONS,
                     global_batch_tokens: float | None = None, platform: str | None = None,
-                    keep: int = 1) -> recovery.Option:
+                    keep: int = 1, node_mtbf_hours: float = reliability.LLAMA3_405B.node_mtbf_hours) -> recovery.Option:
     """Module 11's option `name` for this plan's state and nodes; on a platform, with its restart: a SageMaker
     training job's restart is a new job (its start-up, then the whole synced prefix of `keep` saves to every
     instance); HyperPod's is module 11's node replacement, each node reading its own shard."""
     state_gb = plan.checkpoint_gb["training"]
     found = {o.name: o for o in recovery.options(state_gb, plan.instances, step_seconds(plan, global_batch_tokens),
-                                                 assumptions)}
+                                                 assumptions, node_mtbf_hours)}
     if name not in found:
         raise PlanError(f"no recovery option {name!r}: choose one of {', '.join(found)}")
     option = found[name]
@@ -181,7 +181,7 @@ def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to
     saves of the synced prefix; its on-demand hours at SageMaker's rate) or, without one, a job limit `job_days`
     (None: one job) and EC2's on-demand rate; the held-out gate's interval (None: no gate) and a loss alert."""
     assumptions = chances.assumptions
-    chosen = recovery_option(plan, option, assumptions, global_batch_tokens, platform, keep)
+    chosen = recovery_option(plan, option, assumptions, global_batch_tokens, platform, keep, chances.node_mtbf_hours)
     save = _stall_seconds(chosen, async_save, chances.sync_over_async)
     spikes = chances.spikes_per_run
     spike_hours = plan.days * 24 / spikes if spikes > 0 else math.inf

@@ -1,12 +1,14 @@
 """fmlab.plan.recovery: the recovery options of module 11 in module 8's arithmetic."""
 
 import math
+from pathlib import Path
 
 import pytest
 
 from fmlab.plan import recovery, reliability
 from fmlab.plan.compute import PlanError
 
+ROOT = Path(__file__).resolve().parents[2]
 STATE_GB = 360.0  # gpt-30b's training state (16 bytes per parameter)
 
 
@@ -79,6 +81,8 @@ def test_checkpointless_held_against_awss_95_percent():
     llama, rsc = reliability.LLAMA3_405B.node_mtbf_hours, reliability.RESEARCH_CLUSTERS.node_mtbf_hours
     assert goodput(1024, llama) > 0.95 > goodput(2048, llama)
     assert goodput(512, rsc) > 0.95 > goodput(1024, rsc)
+    deck = " ".join((ROOT / "slides" / "11_pretraining_on_aws_in_2026.md").read_text().split())
+    assert "crosses AWS's \"up to 95%\" at 8k-16k accelerators" in deck and "between 8,192 and 16,384 GPUs" in deck
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(state_gb=0), "state_gb"), (dict(step_seconds=-1), "step_seconds"),

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fmlab.hyperpod import eks, slurm, stack
+from fmlab.jobs.sharded import script_settings
 from fmlab.plan import catalog
 from fmlab.plan.capacity import JOB_MARGIN
 from fmlab.plan.parallelism import ParallelConfig
@@ -33,9 +34,8 @@ HYPERPOD_CONTAINER = "/fsx/images/pytorch-2.13-ec2.sqsh"
 
 
 def _config(run: PlannedRun, **changes) -> TrainConfig:
-    """The planned run's settings over NCCL (HyperPod runs PyTorch's own FSDP2, not SMP)."""
-    base = TrainConfig(lr=1e-4, warmup_steps=100, eval_sequences=64, parallel=ParallelConfig(backend="nccl"))
-    return train_config(run, base, **changes)
+    """The planned run's settings over NCCL (HyperPod runs PyTorch's own FSDP2, not SMP), on the script's own."""
+    return train_config(run, script_settings(parallel=ParallelConfig(backend="nccl")), **changes)
 
 
 def slurm_spec(run: PlannedRun, work_dir: str | Path, data: str, job_name: str = "gpt30b",

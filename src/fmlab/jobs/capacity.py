@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from fmlab.jobs.sharded import ShardedRun, gpt30b_config, planned_job
+from fmlab.jobs.sharded import ShardedRun, planned_job, script_settings
 from fmlab.jobs.spec import JobSpec
 from fmlab.plan.capacity import PLAN_COUNTS, PLAN_DAYS, PLAN_LIMITS_SOURCE
 from fmlab.plan.parallelism import ParallelConfig
@@ -96,8 +96,7 @@ def current_stack_run(run: PlannedRun, name: str = "gpt30b-p5") -> ShardedRun:
     """The planned run on today's stack: module 7's script and settings rendered from `run` (its layout over NCCL, its
     micro-batch, global batch and checkpoint interval), with a time limit of its days x JOB_MARGIN, at most
     SageMaker's 28 days (a longer run is a chain of jobs: fmlab.jobs.sharded.job_chain)."""
-    base = dataclasses.replace(gpt30b_config(), parallel=ParallelConfig(backend="nccl"))
-    return planned_job(run, name, base)
+    return planned_job(run, name, script_settings(parallel=ParallelConfig(backend="nccl")))
 
 
 def current_stack_spec(run: PlannedRun, plan_arn: str | None, data_uri: str, checkpoint_uri: str,

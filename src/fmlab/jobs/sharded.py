@@ -151,20 +151,27 @@ STORAGE_SOURCE = ("Amazon EC2 accelerated computing instance types, instance sto
 GPT30B_RUN = {"model": "gpt-30b", "tokens": 300e9, "instance": "ml.p4d.24xlarge", "instances": 16}
 
 
+def script_settings(**changes) -> TrainConfig:
+    """The 30B run's settings that no plan decides: its learning rate, warm-up and 64 held-out sequences per
+    evaluation (`changes` besides, e.g. parallel=ParallelConfig(backend="nccl")). Every artefact of a planned run is
+    rendered on these (train_config(run, script_settings()))."""
+    return TrainConfig(**{"lr": 1e-4, "warmup_steps": 100, "eval_sequences": 64, **changes})
+
+
 def gpt30b_config() -> TrainConfig:
     """Module 7's training settings for the 30B GPT: the planned run's (fmlab.plan.planned.planned_run of GPT30B_RUN:
     the layout and micro-batch the planner chooses, GPT-3's global batch, all its steps, Daly's checkpoint interval
-    and the saves it keeps), with the script's own learning rate, warm-up and 64 held-out sequences."""
-    run = planned_run(**GPT30B_RUN)
-    return train_config(run, TrainConfig(lr=1e-4, warmup_steps=100, eval_sequences=64))
+    and the saves it keeps), on script_settings()."""
+    return train_config(planned_run(**GPT30B_RUN), script_settings())
 
 
 def planned_job(run: PlannedRun, name: str, base: TrainConfig | None = None, **cluster) -> ShardedRun:
     """The planned run as a SageMaker training job (ShardedRun): the TrainConfig rendered from it
-    (fmlab.train.planned.train_config, on `base`'s other settings), on its instances, with a MaxRuntime of the run's
-    days x JOB_MARGIN, at most SageMaker's 28 days: a longer run is `job_chain(job, run.days, ...)`."""
+    (fmlab.train.planned.train_config, on `base`'s other settings: script_settings() unless given), on its instances,
+    with a MaxRuntime of the run's days x JOB_MARGIN, at most SageMaker's 28 days: a longer run is
+    `job_chain(job, run.days, ...)`."""
     hours = min(run.days * JOB_MARGIN * 24, MAX_RUN_SECONDS / 3600)
-    config = train_config(run, base or TrainConfig(lr=1e-4, warmup_steps=100, eval_sequences=64))
+    config = train_config(run, base or script_settings())
     return ShardedRun(name, config, Cluster(run.instance, run.instances, **cluster), max_run_hours=hours).check()
 
 

@@ -114,3 +114,10 @@ def test_every_30b_job_is_the_planned_run_or_says_what_it_changes():
     assert thirty == set(FROM_PLAN)
     for name in thirty - set(RUNS):
         assert "not the planned run" in FROM_PLAN[name]
+
+
+def test_a_run_no_single_reservation_holds_says_so():
+    """Llama 2 70B on Chinchilla's 1.4T tokens on 8 p5: about 180 days, over one plan's 182 days with its margin."""
+    run = planned_run("llama2-70b", 1.4e12, "ml.p5.48xlarge", 8,
+                      parallel=ParallelConfig(sharding="full"), micro_batch=1)
+    assert run.reserved_days is None and run.to_dict()["reserved_days"] is None and run.days * 1.2 > 182

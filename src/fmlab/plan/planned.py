@@ -55,7 +55,8 @@ class PlannedRun:
     checkpoint_every: int  # optimizer steps between saves (Daly's, asynchronous saves to S3)
     checkpoint_hours: float  # the same interval in hours of the predicted step
     keep_checkpoints: int  # the newest saves kept
-    reserved_days: int  # a training plan's whole days that hold the job (capacity.reservation)
+    reserved_days: int | None  # a training plan's whole days that hold the job (capacity.reservation); None: no
+    # single reservation holds it
     layout_chosen: bool  # True: the planner chose the layout and micro-batch; False: the caller gave them
     async_checkpoint: bool = True
 
@@ -151,5 +152,5 @@ def planned_run(model: str, tokens: float, instance: str, instances: int, *, par
     try:
         reserved = capacity.reservation(estimate.days).days
     except PlanError:
-        reserved = 0  # longer than one reservation can hold: to_dict says 0, the caller splits the run
+        reserved = None  # longer than one reservation can hold (182 days): the caller splits the run
     return PlannedRun(estimate, every, hours, keep, reserved, chosen)

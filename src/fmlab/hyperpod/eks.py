@@ -183,7 +183,7 @@ def _containers(job: dict):
             yield replica, spec, container
 
 
-def _script_args(command: list) -> list[str] | None:
+def script_args(command: list) -> list[str] | None:
     """The arguments after the training script in a container's command (None: not the course's script)."""
     for i, word in enumerate(command):
         if str(word).endswith("train.py"):
@@ -209,7 +209,7 @@ def volume_problems(job: dict) -> list[str]:
     out = []
     for replica, _pod, container in _containers(job):
         mounts = [str(m.get("mountPath", "")).rstrip("/") for m in container.get("volumeMounts") or []]
-        args = _script_args(container.get("command") or []) or []
+        args = script_args(container.get("command") or []) or []
         for flag, value in zip(args, args[1:], strict=False):
             if flag in PATH_FLAGS and value.startswith("/") and not value.startswith("s3://"):
                 if not any(value == m or value.startswith(m + "/") for m in mounts if m):
@@ -229,7 +229,7 @@ def layout_problems(job: dict) -> list[str]:
     out = []
     elastic = (job.get("spec") or {}).get("elasticPolicy") or {}
     for replica, spec, container in _containers(job):
-        args = _script_args(container.get("command") or [])
+        args = script_args(container.get("command") or [])
         instance_type = (spec.get("nodeSelector") or {}).get("node.kubernetes.io/instance-type")
         if args is None or instance_type is None:
             continue
@@ -284,7 +284,7 @@ def checkpoint_problems(job: dict) -> list[str]:
         return []
     out = []
     for replica, _pod, container in _containers(job):
-        args = _script_args(container.get("command") or [])
+        args = script_args(container.get("command") or [])
         if args is None:
             continue
         try:

@@ -76,8 +76,7 @@ def config_of_script(script: str) -> TrainConfig:
 def config_of_manifest(job: dict) -> TrainConfig:
     """The training script's settings the manifest's first container passes."""
     command = job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
-    args = next(command[i + 1:] for i, word in enumerate(command) if str(word).endswith("train.py"))
-    return parse_config([str(a) for a in args], env={})
+    return parse_config(eks.script_args(command) or [], env={})
 
 
 def toml_fields(toml: dict[str, dict], devices: int) -> dict:

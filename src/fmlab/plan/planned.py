@@ -47,9 +47,10 @@ def keep_needed(interval_hours: float, window_hours: float) -> int:
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """A run planned once: the planner's estimate (`estimate`: layout, micro-batch, global batch, memory, predicted
-    step, days and cost), the checkpoint interval and retention, and the reservation that holds it. Read-through
-    properties give the estimate's fields (run.days is run.estimate.days)."""
+    """A run planned once: the planner's estimate (`estimate`: model, tokens, instance, instances, devices,
+    parallel, micro_batch, global_batch in sequences, grad_accum, seq_len, memory, the predicted step, days, mfu,
+    cost_usd, fits), the checkpoint interval and retention, and the reservation that holds it. The estimate's fields
+    read through: run.days is run.estimate.days."""
 
     estimate: TrainingPlan
     checkpoint_every: int  # optimizer steps between saves (Daly's, asynchronous saves to S3)
@@ -60,23 +61,8 @@ class PlannedRun:
     layout_chosen: bool  # True: the planner chose the layout and micro-batch; False: the caller gave them
     async_checkpoint: bool = True
 
-    model = property(lambda self: self.estimate.model)
-    tokens = property(lambda self: self.estimate.tokens)
-    instance = property(lambda self: self.estimate.instance)
-    instances = property(lambda self: self.estimate.instances)
-    devices = property(lambda self: self.estimate.devices)
-    parallel = property(lambda self: self.estimate.parallel)
-    micro_batch = property(lambda self: self.estimate.micro_batch)
-    global_batch = property(lambda self: self.estimate.global_batch, doc="sequences per optimizer step")
-    grad_accum = property(lambda self: self.estimate.grad_accum)
-    seq_len = property(lambda self: self.estimate.seq_len)
-    days = property(lambda self: self.estimate.days)
-    mfu = property(lambda self: self.estimate.mfu)
-    cost_usd = property(lambda self: self.estimate.cost_usd)
-    fits = property(lambda self: self.estimate.fits)
-
     def __getattr__(self, name: str):
-        """The estimate's other fields read through (memory_gb_per_device, step, price_note, params ...)."""
+        """The estimate's fields read through (days, parallel, micro_batch, memory_gb_per_device, step ...)."""
         if name.startswith("__") or name == "estimate":
             raise AttributeError(name)
         return getattr(self.estimate, name)
@@ -97,11 +83,8 @@ class PlannedRun:
 
     def fields(self) -> dict:
         """The settings every artefact must carry (AGREED), as `fields_of` reads them back from one."""
-        p = self.parallel
-        return {"sharding": p.sharding, "shard_degree": p.shard_degree(self.devices), "tp": p.tp,
-                "activation_checkpointing": p.activation_checkpointing,
-                "activation_offloading": p.activation_offloading, "micro_batch": self.micro_batch,
-                "global_batch": self.global_batch, "seq_len": self.seq_len, "checkpoint_every": self.checkpoint_every}
+        return fields_of(self.parallel, self.devices, self.micro_batch, self.global_batch, self.seq_len,
+                         self.checkpoint_every)
 
     def to_dict(self) -> dict:
         """Every field, flat: the estimate's (model, days, cost, memory, step ...) beside the run's own."""

@@ -103,7 +103,7 @@ def problems(config: TrainConfig, instance: str, nodes: int, where: str = "") ->
         if hours * 3600 < upload:
             out.append(f"{say}, shorter than one save's {upload:.0f} s upload to S3: it never completes")
         elif not daly / FAR_FROM_DALY <= hours <= daly * FAR_FROM_DALY:
-            every = max(1, round(daly * 3600 / step))
+            every = scenario.checkpoint_every_steps(plan, async_save=config.async_checkpoint)
             out.append(f"{say}, {max(hours / daly, daly / hours):.1f}x from Daly's {daly:.2f} h: use "
                        f"--checkpoint-every {every}")
     return out

@@ -97,7 +97,7 @@ def test_the_ledger_names_every_chance_with_its_range_and_source():
         for r in rows:
             assert r["low"] <= r["value"] <= r["high"], r
             assert r["source"].startswith("assumed") or "(" in r["source"] or ":" in r["source"], r
-    assert capacity.PLAN_COUNTS[-1] >= max(b.max_nodes for b in capstone.BRIEFS.values())
+    assert all(capacity.reservable(b.max_nodes) for b in capstone.BRIEFS.values())
     low, high = capstone.LEDGER["node_mtbf_hours"].low, capstone.LEDGER["node_mtbf_hours"].high
     assert (low, high) == reliability.node_mtbf_range_hours()
 
@@ -208,3 +208,29 @@ def test_each_platform_says_what_it_allows_and_refuses_the_rest():
     rows = platforms.table()
     assert [r["platform"] for r in rows] == list(platforms.PLATFORMS) and all(p.source for p in
                                                                                platforms.PLATFORMS.values())
+
+
+def test_past_64_instances_only_hyperpod_holds_the_plans():
+    """A training job names one training plan (ResourceConfig.TrainingPlanArn), a plan holds at most 64 instances; a
+    HyperPod cluster takes one per instance group (capacity.MULTI_PLAN_SOURCE)."""
+    assert capacity.plans_for(256) == (64, 64, 64, 64) and capacity.plans_for(80) == (64, 16)
+    assert capacity.reservable(128) and capacity.reservable(80) and capacity.instances_bought(80) == 80
+    assert not capacity.reservable(100) and capacity.instances_bought(100) == 128  # 64 + a plan of 64 for 36
+    refused = platforms.problems("training jobs", recovery="checkpoint to S3", reservation="training plan",
+                                 instances=128)
+    assert len(refused) == 1 and "2 training plans" in refused[0] and "HyperPod" in refused[0]
+    for name in ("HyperPod Slurm", "HyperPod EKS"):
+        assert platforms.problems(name, recovery="checkpoint to S3", reservation="training plan", instances=256) == []
+    brief = replace(capstone.BRIEFS["gpt-30b"], max_nodes=256, platforms=("training jobs",))
+    run = replace(capstone.plan_for(brief, "ml.p5.48xlarge", 32, "us-east-1"), nodes=128)
+    assert any("2 training plans" in p for p in capstone.problems(run, brief))
+
+
+def test_an_eks_cluster_pays_its_control_plane_on_every_hour_it_runs():
+    """Amazon EKS: $0.10 per cluster per hour in standard support (platforms.PLATFORMS['HyperPod EKS'].cluster_cost)."""
+    brief = capstone.BRIEFS["llama3.1-8b"]
+    slurm = capstone.plan_for(brief, "ml.p5.48xlarge", 32, "us-east-1", platform="HyperPod Slurm")
+    eks = replace(slurm, platform="HyperPod EKS")
+    a, b = capstone.scenario_of(slurm, brief), capstone.scenario_of(eks, brief)
+    assert b.reserved_usd_per_hour - a.reserved_usd_per_hour == pytest.approx(0.10)
+    assert b.on_demand_usd_per_hour - a.on_demand_usd_per_hour == pytest.approx(0.10)

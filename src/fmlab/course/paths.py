@@ -40,7 +40,7 @@ CORE: dict[str, tuple[str, ...]] = {
     "09_trainium_continuous_pretraining": ("opening", "0", "3", "5", "8", "Recap"),
     "10_evaluate_export_and_serve": ("opening", "1", "4", "What to remember"),
     "11_pretraining_on_aws_in_2026": ("opening", "1", "3", "What to remember"),
-    "12_capstone": ("opening", "1", "2", "3", "4", "5", "What to remember"),
+    "12_capstone": ("opening", "1", "2", "3", "4", "5", "6", "What to remember"),
 }
 # The one-day path: the spine's core, and what the course does best (the instructor's warm-up replaces notebook 00;
 # the capstone's planning stands in for notebook 01's) (a SIGKILL with an identical loss curve, a real

@@ -45,7 +45,10 @@ from fmlab.plan.planned import planned_run
 LAB = Lab("lab 12", ["ex1_named_briefs", "ex2_drawn_briefs"])
 SEEDS = (2027, 4242)  # not the notebook's: a plan tuned to one seed's luck does not pass for it
 DRAWN = 3  # briefs per check of ex2
-BASE_TOKENS = {"gpt-30b": 300e9, "llama3.1-8b": 2e12}
+# What a brief is drawn for: the model, its tokens before the draw scales them, and the most instances the brief
+# allows. The 70B run reaches 2,048 accelerators: several training plans (HyperPod only) and a failure every few hours,
+# where the recovery option decides the days reserved.
+FAMILIES = {"gpt-30b": (300e9, 64), "llama3.1-8b": (2e12, 64), "llama3.1-70b": (1.5e12, 256)}
 SEARCH_RUNS = 1_000  # runs per seed while the search sizes reservations (the final grade uses capstone.RUNS)
 # A drawn brief's deadline and budget come from the search's cheapest plan sized to P(miss) within this, below the
 # grade's capstone.MAX_MISS: the room the lab tells a learner to leave (sizing to 8% on seeds of their own). Sized to
@@ -65,10 +68,9 @@ class SearchRefused(RuntimeError):
 
 
 def search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
-    """The check's own planner: every allowed platform, reservable count (8 or more), recovery option and fallback,
-    with the planned run's layout and batch, both detectors, Daly's interval, the saves the detector needs, and the
-    fewest days that keep P(miss) within bounds; the cheapest at P90 that passes, and its grade (None, None when none
-    passes). Called from a learner's plan_run while the check grades it, it refuses (SearchRefused), however it was
+    """The check's own planner: every plan of `candidates` (each allowed platform, count, recovery option and
+    fallback, sized to the fewest days that keep P(miss) within bounds); the cheapest at P90 that passes, the
+    simplest where several are within TIE_BAND of it (`best_of`), and its grade (None, None when none passes). Called from a learner's plan_run while the check grades it, it refuses (SearchRefused), however it was
     imported: plan_run runs in a process of its own, where the search does not."""
     return _search(brief, seeds, runs)
 
@@ -86,16 +88,49 @@ def _home_only(search_fn):
     return guarded
 
 
+# P90 costs within this share of the cheapest are a tie: less than any drawn run's reserved day, the luck of the
+# on-demand tail. Among tied plans the simplest wins (`simplicity`) unless more machinery lowers P(miss) by at least
+# MISS_POINT: a percentage point, about four standard errors of a P(miss) near 5% over two seeds of 4,000 runs.
+TIE_BAND = 0.01
+MISS_POINT = 0.01
+
+
+def simplicity(run: capstone.RunPlan) -> tuple:
+    """How much machinery a plan runs, least first: the platform (training jobs, then HyperPod Slurm, then EKS), the
+    recovery option (S3, tiered, checkpointless), fewer instances, then on-demand before an extension."""
+    return (list(platforms.PLATFORMS).index(run.platform),
+            platforms.PLATFORMS["HyperPod EKS"].recoveries.index(run.recovery), run.nodes, run.fallback != "on-demand")
+
+
+def best_of(found: list) -> tuple:
+    """The plan to choose of `found` (run, grade) pairs: the cheapest at P90, or, among those within TIE_BAND of it,
+    the simplest, unless more machinery lowers P(miss) by MISS_POINT or more (then that one, and so on up). Pay for a
+    platform or recovery only where it buys a reserved day or a point of P(miss). (None, None) if none."""
+    if not found:
+        return None, None
+    cheapest = min(g.cost_p90 for _, g in found)
+    tied = sorted(((run, g) for run, g in found if g.cost_p90 <= cheapest * (1 + TIE_BAND)),
+                  key=lambda pair: (simplicity(pair[0]), pair[1].cost_p90))
+    best = tied[0]
+    for run, g in tied[1:]:
+        if g.p_miss <= best[1].p_miss - MISS_POINT:
+            best = (run, g)
+    return best
+
+
 @_home_only
-def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_miss: float = capstone.MAX_MISS):
-    """The search itself: each reservation sized to P(miss) within `max_miss` on the first seed (DRAW_MISS when the
-    draw sets a brief's deadline and budget: room for a learner who sizes on seeds of their own). It refuses in any
-    process but the one that imported the check: the learner's plan_run runs in a child of it."""
-    best = best_grade = None
+def _candidates(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_miss: float = capstone.MAX_MISS):
+    """Every plan the search builds that passes within `max_miss`, as (run, grade): each allowed platform, count (8
+    or more, up to the brief's), recovery option and fallback, with the planned run's layout and batch, both
+    detectors, Daly's interval, the saves the detector needs, and the fewest days that keep P(miss) within
+    `max_miss` on the first seed (DRAW_MISS when the draw sets a brief's deadline and budget: room for a learner who
+    sizes on seeds of their own). It refuses in any process but the one that imported the check: the learner's
+    plan_run runs in a child of it."""
+    found = []
     for platform in brief.platforms:
         for instance in brief.instances:
             regions = sorted(r for i, r in capacity.RESERVED_RATE if i == instance)
-            for nodes in (n for n in capacity.PLAN_COUNTS if 8 <= n <= brief.max_nodes and regions):
+            for nodes in (n for n in capstone.NODE_COUNTS if 8 <= n <= brief.max_nodes and regions):
                 try:
                     planned = planned_run(brief.model, brief.tokens, instance, nodes)
                 except PlanError:
@@ -108,22 +143,36 @@ def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_m
                         interval = capstone.scenario_of(run, brief).interval_hours
                         run = replace(run, keep_checkpoints=capstone.keep_needed(
                             interval, capstone.detection_hours(run, brief)))
+                        if any("cannot hold" not in p for p in capstone.problems(run, brief)):
+                            continue  # refused whatever the days (a count one platform cannot reserve, a replica)
                         try:
                             run = replace(run, reserved_days=capstone.days_for_miss(
                                 run, brief, seeds=seeds[:1], runs=SEARCH_RUNS, max_miss=max_miss))
                         except PlanError:
                             continue
                         g = capstone.grade(run, brief, seeds=seeds, runs=runs)
-                        if g.passed and g.p_miss <= max_miss and (best_grade is None or g.cost_p90 < best_grade.cost_p90):
-                            best, best_grade = run, g
-    return best, best_grade
+                        if g.passed and g.p_miss <= max_miss:
+                            found.append((run, g))
+    return found
+
+
+def candidates(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_miss: float = capstone.MAX_MISS):
+    """Every passing plan the check's search builds for `brief`, with its grade (notebook 12's map reads them).
+    Refuses (SearchRefused) inside a learner's plan_run, as `search` does."""
+    return _candidates(brief, seeds, runs, max_miss)
+
+
+def _search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, max_miss: float = capstone.MAX_MISS):
+    """The best of `_candidates` (`best_of`): it refuses where they do."""
+    return best_of(_candidates(brief, seeds, runs, max_miss))
 
 
 def draw_brief(rng: np.random.Generator, hard: bool = False) -> capstone.Brief:
     """A brief nobody has seen: a model and its tokens, the allowed platforms, and every ledger assumption anywhere in
     its range (`hard`: the unkind end of each, where a fixed margin fails). Its deadline and budget are set by
     `draw` from the search."""
-    model = str(rng.choice(list(BASE_TOKENS)))
+    model = str(rng.choice(list(FAMILIES)))
+    base_tokens, max_nodes = FAMILIES[model]
     names = list(platforms.PLATFORMS)
     chosen = tuple(n for n in names if rng.random() < 0.6) or (names[int(rng.integers(len(names)))],)
     chances = {}
@@ -137,9 +186,9 @@ def draw_brief(rng: np.random.Generator, hard: bool = False) -> capstone.Brief:
         chances.update(node_mtbf_hours=capstone.LEDGER["node_mtbf_hours"].low,
                        fallback_wait_mean_hours=capstone.LEDGER["fallback_wait_mean_hours"].high,
                        late_probability=capstone.LEDGER["late_probability"].high)
-    tokens = float(BASE_TOKENS[model] * rng.uniform(0.6, 1.4))
+    tokens = float(base_tokens * rng.uniform(0.6, 1.4))
     return capstone.Brief(f"drawn: {model}, {tokens:.3g} tokens", model, tokens, deadline_days=1.0, budget_usd=1.0,
-                          platforms=chosen, **chances)
+                          platforms=chosen, max_nodes=max_nodes, **chances)
 
 
 def reference_fails(brief: capstone.Brief) -> str:
@@ -162,7 +211,7 @@ def draw(seed: int, count: int = DRAWN) -> list[tuple[capstone.Brief, float]]:
             break
         hard = len(out) == count - 1 and not reference_failed
         brief = draw_brief(rng, hard=hard)
-        days = planned_run(brief.model, brief.tokens, brief.instances[0], 32).days
+        days = planned_run(brief.model, brief.tokens, brief.instances[0], brief.max_nodes // 2).days
         brief = replace(brief, deadline_days=float(math.ceil(days * rng.uniform(1.3, 1.8))), budget_usd=1e12)
         best, g = _search(brief, max_miss=DRAW_MISS)
         if best is None:

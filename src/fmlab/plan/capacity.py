@@ -18,7 +18,7 @@ Facts (each with its source and the day it was read):
 - PLAN_DAYS / PLAN_COUNTS: the SageMaker developer guide, "Search training plan offerings": "Reservation
   durations are available in 1-day increments from 1 to 182 days"; "instance quantity options are 1, 2, 4, 8,
   16, 32 or 64" (docs.aws.amazon.com/sagemaker/latest/dg/search-training-plan-offerings-api-cli-sdk.html,
-  read 2026-11-24).
+  read 2026-11-24). More than 64: several plans (`plans_for`), which only HyperPod can combine (MULTI_PLAN_SOURCE).
 - RESERVED_RATE: the EC2 Capacity Blocks pricing page's effective instance hourly rates, as a stored copy of
   the page shows them (the table the page says it updates regularly; this one before its 2025-01-01 update);
   a training plan's own price is only known from SearchTrainingPlanOfferings' UpfrontFee, in your account.
@@ -77,6 +77,13 @@ CAPACITY_BLOCK_DAILY_UP_TO = 14  # Capacity Blocks: 1-day steps up to 14 days, t
 JOB_MARGIN = 1.2  # module 7: a job's MaxRuntime is the planned run time plus 20% (fmlab.jobs.sharded.job_chain)
 START_UP_HOURS = 1.0  # the course's allowance: instances, image pull, data and checkpoint download, first step
 PLAN_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+# More than 64 instances: several plans. A training job names one (CreateTrainingJob ResourceConfig.TrainingPlanArn),
+# a HyperPod cluster one per instance group (CreateCluster InstanceGroups[].TrainingPlanArn), and "a training plan for
+# HyperPod clusters can be used exclusively to provide compute resources to a cluster's instance group".
+MULTI_PLAN_SOURCE = ("SageMaker API reference, ResourceConfig.TrainingPlanArn (one plan for a training job's "
+                     "resources) and CreateCluster's InstanceGroups[].TrainingPlanArn (one per instance group); "
+                     "DescribeTrainingPlan's TargetResources (a plan serves training jobs or a cluster's instance "
+                     "group); read 2026-11-29")
 PRICE_DATE = "2024-12"  # the Capacity Blocks table read: the pricing page before its 2025-01-01 update
 PRICE_BASIS = (f"EC2 prices of {PRICE_DATE}, us-east-1: Capacity Blocks as the pricing page showed them before its "
                "2025-01-01 update, on-demand at that time's price (p5.48xlarge $98.32, cut to $55.04 in 2025); today's "
@@ -158,11 +165,31 @@ def reservation(run_days: float, margin: float = JOB_MARGIN, kind: str = "traini
 
 
 def plan_count(instances: int) -> int:
-    """The smallest count a plan sells that holds `instances` (PlanError above 64: several plans)."""
+    """The smallest count a plan sells that holds `instances` (PlanError above 64: several plans, `plans_for`)."""
     fitting = [c for c in PLAN_COUNTS if c >= instances]
     if not fitting:
         raise PlanError(f"{instances} instances is more than one plan's {PLAN_COUNTS[-1]}: reserve several plans")
     return fitting[0]
+
+
+def plans_for(instances: int) -> tuple[int, ...]:
+    """The training plans that hold `instances`: one plan up to 64 (`plan_count`), else plans of 64 and one for the
+    rest. Only a platform that takes several plans can use more than one (MULTI_PLAN_SOURCE: a HyperPod cluster, a
+    plan per instance group; a training job takes one)."""
+    if isinstance(instances, bool) or not isinstance(instances, int) or instances < 1:
+        raise PlanError(f"instances must be a whole number >= 1, not {instances!r}")
+    full, rest = divmod(instances, PLAN_COUNTS[-1])
+    return (PLAN_COUNTS[-1],) * full + ((plan_count(rest),) if rest else ())
+
+
+def instances_bought(instances: int) -> int:
+    """Instances paid for to hold `instances`: the plans' counts together (`plans_for`)."""
+    return sum(plans_for(instances))
+
+
+def reservable(instances: int) -> bool:
+    """Whether `instances` is exactly what its plans hold (nothing bought and left idle)."""
+    return instances_bought(instances) == instances
 
 
 @dataclass(frozen=True)

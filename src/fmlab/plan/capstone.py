@@ -37,6 +37,8 @@ MAX_MISS = 0.10  # a plan may miss its deadline in at most this share of simulat
 P_COST = 90  # and its cost at this percentile must be within the budget
 RUNS = 4_000  # simulated runs per seed
 DETECTORS = ("loss alert", "held-out gate", "both", "none")
+# Counts a plan is searched over: one training plan's, then several plans of 64 (HyperPod only: fmlab.plan.platforms)
+NODE_COUNTS = capacity.PLAN_COUNTS + (128, 256, 512)
 DECISIONS = ("platform", "nodes", "layout", "global batch", "reservation", "interval", "retention", "recovery",
              "detector", "fallback")  # what a plan's `reasons` must say something about
 
@@ -75,6 +77,10 @@ LEDGER: dict[str, Assumption] = {
     "sync_over_async": Assumption(5.0, 15.0, "module 8's measurement: an asynchronous save stalls 5x (41 MB) to 15x "
                                   "(310 MB) less, on 2 CPU cores (benchmarks/checkpoint_stall.py)", "x"),
     "replace_node_minutes": Assumption(5.0, 30.0, "assumed: detect, replace, rejoin (recovery.Assumptions)", "min"),
+    "restart_minutes": Assumption(5.0, 20.0, "the job's restart after the node is back (processes, rendezvous, NCCL, "
+                                  "data loader; checkpointless skips it): with a 10-minute replacement, AWS's '15-30 "
+                                  "minutes or more' for a checkpoint-based recovery (recovery.CHECKPOINTLESS_SOURCE)",
+                                  "min"),
     "unrecoverable_share": Assumption(0.0, 0.3, "assumed: failures checkpointless cannot absorb whatever its replicas "
                                       "(a second failure among a shard's replicas is added by recovery.options)"),
     "checkpointless_overhead": Assumption(0.0, 0.1, "assumed: a per-step upkeep no AWS page publishes; its mechanism "
@@ -191,8 +197,10 @@ def problems(run: RunPlan, brief: Brief) -> list[str]:
     tokens = run.global_batch * plan.seq_len
     if tokens > GLOBAL_BATCH_LIMIT_TOKENS:
         out.append(f"global batch of {tokens:,} tokens: above module 6's limit of {GLOBAL_BATCH_LIMIT_TOKENS:,}")
-    if run.nodes not in capacity.PLAN_COUNTS:
-        out.append(f"{run.nodes} instances cannot be reserved: counts are {capacity.PLAN_COUNTS}")
+    if not capacity.reservable(run.nodes):
+        out.append(f"{run.nodes} instances cannot be reserved: a plan holds {capacity.PLAN_COUNTS}, and more than "
+                   f"{capacity.PLAN_COUNTS[-1]} are several plans ({' + '.join(map(str, capacity.plans_for(run.nodes)))}"
+                   f" = {capacity.instances_bought(run.nodes)})")
     if (run.instance, run.region) not in capacity.RESERVED_RATE:
         regions = sorted(r for i, r in capacity.RESERVED_RATE if i == run.instance)
         out.append(f"no published reserved rate for {run.instance} in {run.region!r}: {', '.join(regions) or 'none'}")
@@ -212,7 +220,8 @@ def _platform_problems(run: RunPlan, brief: Brief) -> list[str]:
     out = []
     if run.platform not in brief.platforms:
         out.append(f"{run.platform!r} is not one of the brief's platforms ({', '.join(brief.platforms)})")
-    out += platforms.problems(run.platform, recovery=run.recovery, reservation=run.reservation_kind)
+    out += platforms.problems(run.platform, recovery=run.recovery, reservation=run.reservation_kind,
+                              instances=run.nodes)
     if run.detector not in DETECTORS:
         out.append(f"detector {run.detector!r}: choose one of {', '.join(DETECTORS)}")
     elif run.detector in ("held-out gate", "both"):
@@ -338,7 +347,7 @@ def reference_plan(brief: Brief, margin: float = capacity.JOB_MARGIN) -> RunPlan
         if not regions:
             tried.append(f"{name}: no published reserved rate")
             continue
-        for nodes in (n for n in capacity.PLAN_COUNTS if n <= brief.max_nodes):
+        for nodes in (n for n in NODE_COUNTS if n <= brief.max_nodes):
             try:
                 run = plan_for(brief, name, nodes, regions[0], margin)
             except PlanError as e:

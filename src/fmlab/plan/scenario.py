@@ -22,8 +22,9 @@ Where each input comes from:
   the caller: the plan floor does not import the service layer), and the start-up allowance
   (`capacity.START_UP_HOURS`); HyperPod runs one long job (`job_days=None`, the default);
 - the reservation: module 11's `capacity.reservation` (whole days, the 30-minute end), its price
-  `capacity.RESERVED_RATE` for the count a plan sells (`plan_count`), and EC2's on-demand price after it
-  (`capacity.EC2_ON_DEMAND_AT_PRICE_DATE`): one basis, EC2's prices of one date (`capacity.PRICE_BASIS`).
+  `capacity.RESERVED_RATE` for the counts the plans sell (`instances_bought`), and EC2's on-demand price after it
+  (`capacity.EC2_ON_DEMAND_AT_PRICE_DATE`): one basis, EC2's prices of one date (`capacity.PRICE_BASIS`); on a
+  platform, what it costs beside its instances (`platforms.Platform.cluster_usd_per_hour`) on every hour of both.
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ class Chances:
     alert_hours: float = 0.25  # ... within this long
     sync_over_async: float = SYNC_OVER_ASYNC_STALL  # how many times less an asynchronous save stalls
     replace_node_minutes: float = ASSUMPTIONS.replace_node_minutes
+    restart_minutes: float = ASSUMPTIONS.restart_minutes  # the job's restart: processes, rendezvous, NCCL, loader
     unrecoverable_share: float = ASSUMPTIONS.unrecoverable_share  # failures checkpointless cannot absorb
     checkpointless_overhead: float = ASSUMPTIONS.checkpointless_overhead
 
@@ -159,6 +161,7 @@ class Chances:
     def assumptions(self) -> recovery.Assumptions:
         """Module 11's recovery assumptions with these chances' values."""
         return replace(ASSUMPTIONS, replace_node_minutes=self.replace_node_minutes,
+                       restart_minutes=self.restart_minutes,
                        unrecoverable_share=max(self.unrecoverable_share, 1e-6),
                        checkpointless_overhead=self.checkpointless_overhead)
 
@@ -201,11 +204,12 @@ def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to
                             f"choose one of {', '.join(known) or 'none (this type has no published rate)'}")
         bought = reserved_days * 24.0
         window = bought - capacity.PLAN_END_MINUTES / 60
-        reserved_rate = rate * capacity.plan_count(plan.instances)
+        reserved_rate = rate * capacity.instances_bought(plan.instances)
     if math.isnan(on_demand_rate) and (reserved_days is None or fallback == "on-demand"):
         raise PlanError(f"no {'SageMaker' if platform else 'EC2'} on-demand price of {capacity.PRICE_DATE} for "
                         f"{plan.instance} to price the on-demand hours with (the reserved rates' date: "
                         "capacity.PRICE_BASIS)")
+    cluster = platforms.platform(platform).cluster_usd_per_hour if platform else 0.0  # billed the whole run
     tokens_per_hour = plan.tokens / (plan.days * 24)
     eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token
     return Scenario(
@@ -217,8 +221,8 @@ def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to
         job_hours=job_days * 24 if job_days else math.inf, start_up_hours=capacity.START_UP_HOURS,
         window_hours=window, fallback=fallback, fallback_wait_mean_hours=chances.fallback_wait_mean_hours,
         late_probability=chances.late_probability, late_mean_hours=chances.late_mean_hours,
-        reserved_usd_per_hour=reserved_rate, on_demand_usd_per_hour=0.0 if math.isnan(on_demand_rate)
-        else on_demand_rate, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
+        reserved_usd_per_hour=reserved_rate + cluster, on_demand_usd_per_hour=cluster if math.isnan(on_demand_rate)
+        else on_demand_rate + cluster, reserved_hours_bought=bought, spike_mean_hours=spike_hours,
         eval_every_hours=math.inf if eval_every_hours is None else eval_every_hours, eval_seconds=eval_seconds,
         node_mtbf_hours=chances.node_mtbf_hours, restart_failure_share=chances.restart_failure_share,
         alert_share=chances.alert_share if alert else 0.0, alert_hours=chances.alert_hours,

@@ -12,9 +12,12 @@ set -euo pipefail
 # Instructors: the course's git URL and branch (or tag) for the room.
 FMLAB_REPO="${FMLAB_REPO:-https://github.com/your-org/fmlab.git}"
 FMLAB_REF="${FMLAB_REF:-main}"
+# Instructors: where the room's jobs run. "local" (the default: no AWS account needed, nothing is billed) or
+# "sagemaker" (real training jobs on the space's execution role: set quotas and a budget first, docs/instructor.md).
+FMLAB_BACKEND="${FMLAB_BACKEND:-local}"
 FMLAB_DIR="${FMLAB_DIR:-$HOME/fmlab}"            # in the space's home volume, which Studio keeps between starts
 FMLAB_LOG_DIR="${FMLAB_LOG_DIR:-$HOME/.fmlab-setup}"
-export FMLAB_DIR FMLAB_LOG_DIR
+export FMLAB_DIR FMLAB_LOG_DIR FMLAB_BACKEND
 
 mkdir -p "$FMLAB_LOG_DIR"
 if [ ! -d "$FMLAB_DIR/.git" ]; then

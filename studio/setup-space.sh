@@ -5,7 +5,8 @@
 #   FMLAB_DIR=~/fmlab bash studio/setup-space.sh     # also by hand, in a Studio terminal, to redo the set-up
 #
 # Environment: FMLAB_DIR (the clone; default: this script's repository), FMLAB_VENV (default FMLAB_DIR/.venv),
-# FMLAB_LOG_DIR (status file; default ~/.fmlab-setup), FMLAB_KERNEL_AS_PYTHON3 (default 1: the notebooks name the
+# FMLAB_LOG_DIR (status file; default ~/.fmlab-setup), FMLAB_BACKEND (written into the kernels' environment when set),
+# FMLAB_KERNEL_AS_PYTHON3 (default 1: the notebooks name the
 # kernel "python3", so in a course space that name runs the course's environment; 0 registers only "fmlab"),
 # PYTHON and TORCH_INDEX as requirements/install.sh reads them.
 set -euo pipefail
@@ -28,9 +29,12 @@ bash "$FMLAB_DIR/requirements/install.sh" "$FMLAB_VENV"
 
 echo "registering" > "$STATUS"
 version="$("$FMLAB_VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-"$FMLAB_VENV/bin/python" -m ipykernel install --user --name fmlab --display-name "fmlab (Python $version)"
+# The room's backend goes into the kernel's environment: every notebook of the space runs with the instructor's choice.
+backend=(); if [ -n "${FMLAB_BACKEND:-}" ]; then backend=(--env FMLAB_BACKEND "$FMLAB_BACKEND"); fi
+"$FMLAB_VENV/bin/python" -m ipykernel install --user --name fmlab --display-name "fmlab (Python $version)" "${backend[@]}"
 if [ "${FMLAB_KERNEL_AS_PYTHON3:-1}" = 1 ]; then
-  "$FMLAB_VENV/bin/python" -m ipykernel install --user --name python3 --display-name "fmlab (Python $version)"
+  "$FMLAB_VENV/bin/python" -m ipykernel install --user --name python3 --display-name "fmlab (Python $version)" \
+    "${backend[@]}"
 fi
 
 # The first start opens the course index: a JupyterLab workspace with it open, imported only when the learner has

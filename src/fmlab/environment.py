@@ -1,8 +1,9 @@
 """What this machine has, and where the course's jobs will run (`fmlab env`, notebook 00).
 
-The backend is "sagemaker" when AWS credentials are present and "local" otherwise; FMLAB_BACKEND=local or
-FMLAB_BACKEND=sagemaker overrides the guess. Credentials are looked for without any network call (no
-instance-metadata probing on a laptop), and never printed. `free_port()` finds a port for a local rendezvous.
+The backend is "sagemaker" when AWS credentials were configured and "local" otherwise; a SageMaker Studio space's
+execution role alone is not a choice (every learner in a room has one): FMLAB_BACKEND=local or FMLAB_BACKEND=sagemaker
+decides (`backend_choice` says which and why; the first job says it once). Credentials are looked for without any
+network call (no instance-metadata probing on a laptop), and never printed. `free_port()` finds a port for a local rendezvous.
 """
 
 from __future__ import annotations
@@ -38,14 +39,44 @@ def credential_source() -> str:
     return ""
 
 
-def default_backend() -> str:
-    """"sagemaker" with credentials, "local" without; FMLAB_BACKEND overrides."""
+STUDIO_ROLE = "SageMaker Studio execution role"
+
+
+def backend_choice() -> tuple[str, str]:
+    """The backend and why, in one line a learner can act on. FMLAB_BACKEND decides when set. Without it: credentials
+    someone configured (keys, a profile, a role in a file) mean "sagemaker"; a SageMaker Studio space's execution role
+    alone does not, because every learner in a workshop room has one: there the instructor chooses (FMLAB_BACKEND=
+    sagemaker in the space, docs/instructor.md's runbook), and the course runs locally until then."""
     chosen = os.environ.get("FMLAB_BACKEND", "").strip().lower()
     if chosen in ("local", "sagemaker"):
-        return chosen
+        return chosen, f"FMLAB_BACKEND={chosen} is set"
     if chosen:
         raise ValueError(f"FMLAB_BACKEND must be 'local' or 'sagemaker', not {chosen!r}")
-    return "sagemaker" if credential_source() else "local"
+    source = credential_source()
+    if source == STUDIO_ROLE:
+        return "local", ("a SageMaker Studio space: its execution role could launch real jobs, so they run here until "
+                         "FMLAB_BACKEND=sagemaker is set (the instructor's choice: docs/instructor.md)")
+    if source:
+        return "sagemaker", f"AWS credentials from {source}; FMLAB_BACKEND=local keeps every job on this machine"
+    return "local", "no AWS credentials found; FMLAB_BACKEND=sagemaker with credentials launches real jobs"
+
+
+def default_backend() -> str:
+    """The backend of `backend_choice`: "sagemaker" or "local"."""
+    return backend_choice()[0]
+
+
+_ANNOUNCED: list[str] = []
+
+
+def announce_backend() -> str:
+    """The backend, said once per process (before the first job or bucket a notebook touches): which and why."""
+    backend, why = backend_choice()
+    line = f"fmlab backend: {backend} ({why})"
+    if line not in _ANNOUNCED:
+        _ANNOUNCED.append(line)
+        print(line)
+    return backend
 
 
 def _version(package: str) -> str:
@@ -64,7 +95,7 @@ def describe() -> dict[str, str]:
     else:
         device = "cpu only (no GPU): the course uses tiny models and the gloo backend"
     creds = credential_source()
-    backend = default_backend()
+    backend, why = backend_choice()
     return {
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
@@ -77,6 +108,7 @@ def describe() -> dict[str, str]:
         "aws_credentials": creds or "none found",
         "aws_region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "not set",
         "backend": backend,
+        "backend_because": why,
         "where_jobs_run": ("on AWS SageMaker (real instances, real cost)" if backend == "sagemaker"
                            else "on this machine: the local sandbox runs the same job requests with torchrun + gloo"),
     }

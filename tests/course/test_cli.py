@@ -121,6 +121,28 @@ def test_env_reports_local_backend_without_credentials(monkeypatch, capsys, tmp_
     assert json.loads(capsys.readouterr().out)["backend"] == "local"
 
 
+def test_a_studio_space_runs_locally_until_the_backend_is_chosen(monkeypatch, capsys, tmp_path):
+    """Issue 65: a Studio space's execution role alone launched real jobs for every learner in a room."""
+    from fmlab import environment
+    from fmlab.jobs import job
+
+    for var in (*environment.CREDENTIAL_VARIABLES, "FMLAB_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("SAGEMAKER_INTERNAL_IMAGE_URI", "studio-image")  # what a Studio space has, like its metadata
+    monkeypatch.setattr(environment, "_ANNOUNCED", [])
+    assert environment.credential_source() == environment.STUDIO_ROLE
+    backend, why = environment.backend_choice()
+    assert backend == "local" and "FMLAB_BACKEND=sagemaker" in why and "docs/instructor.md" in why
+    assert job._backend(None) == "local" and job._backend(None) == "local"
+    assert capsys.readouterr().out.count("fmlab backend: local (a SageMaker Studio space") == 1  # said once
+    monkeypatch.setenv("FMLAB_BACKEND", "sagemaker")
+    assert environment.backend_choice() == ("sagemaker", "FMLAB_BACKEND=sagemaker is set")
+    monkeypatch.setenv("FMLAB_BACKEND", "yes")
+    with pytest.raises(ValueError, match="'local' or 'sagemaker'"):
+        environment.default_backend()
+
+
 def test_env_never_prints_a_secret(monkeypatch, capsys):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLESECRET123")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")

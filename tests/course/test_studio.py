@@ -93,6 +93,7 @@ def test_studio_lifecycle_script_sets_up_a_fresh_space(tmp_path):
         spec = json.loads((kernels / name / "kernel.json").read_text())
         assert Path(spec["argv"][0]).parent == VENV / "bin", spec
         assert spec["display_name"].startswith("fmlab (Python 3.")
+        assert spec["env"]["FMLAB_BACKEND"] == "local"  # on-start.sh's default: nothing billed until chosen
     run = subprocess.run([spec["argv"][0], "-c", "import fmlab, torch; print(torch.__version__)"],
                          capture_output=True, text=True, check=True)
     assert run.stdout.startswith("2.13.0")

@@ -42,9 +42,9 @@ _PAIR = re.compile(r"(\w+)=(\S+)")
 
 
 def _backend(backend: str | None) -> str:
-    from fmlab.environment import default_backend
+    from fmlab.environment import announce_backend
 
-    chosen = backend or default_backend()
+    chosen = backend or announce_backend()
     if chosen not in ("local", "sagemaker"):
         raise ValueError(f"backend must be 'local' or 'sagemaker', not {chosen!r}")
     return chosen

@@ -169,3 +169,23 @@ def test_deck_11_sizes_the_plan_from_the_job():
     assert f"The 30B run of {run.days:.1f} days needs a plan of {held.days} days" in " ".join(deck.split())
     # the request on the next slide searches for that plan, not for the run's own days
     assert f'"DurationHours": {held.days} * 24' in deck and deck.count('"DurationHours"') == 1
+
+
+def test_deck_01_quotes_the_planners_memory_per_layout():
+    """Issue 64: deck 01 said ~504 / ~28 / ~6 GB where the planner (notebook 01) gives 685.4 / 32.2 / 11.1."""
+    from fmlab.plan.layout import make_plan
+    from fmlab.plan.parallelism import ParallelConfig
+
+    text = (ROOT / "slides" / "01_when_to_pretrain.md").read_text()
+    gb = {name: make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, parallel=ParallelConfig(**kw),
+                          attention=attention).memory_gb_per_device
+          for name, kw, attention in (("DDP", {"sharding": "none"}, "flash"), ("ZeRO-1", {"sharding": "zero1"}, "flash"),
+                                      ("ZeRO-2", {"sharding": "zero2"}, "flash"), ("full", {"sharding": "full"}, "flash"),
+                                      ("eager", {"sharding": "full"}, "eager"),
+                                      ("recompute", {"sharding": "full", "activation_checkpointing": "full"}, "flash"))}
+    quoted = (f"DDP needs ~{gb['DDP']:.0f} GB per device; ZeRO-1 ~{gb['ZeRO-1']:.0f} and ZeRO-2 ~{gb['ZeRO-2']:.0f}",
+              f"FSDP full shard ~{gb['full']:.0f} GB (eager attention: ~{gb['eager']:.0f} GB); full recomputation "
+              f"~{gb['recompute']:.0f} GB", f"*{gb['DDP']:.1f} GB per device")
+    flat = " ".join(text.split())
+    for words in quoted:
+        assert words in flat, words

@@ -135,3 +135,21 @@ def test_plan_dict_has_the_cli_keys():
         assert key in d
     assert d["fits"] is True
     assert d["checkpoint_gb"]["training"] == pytest.approx(d["params"] * 12 / 1e9)
+
+
+@pytest.mark.parametrize("sharding", ["zero1", "zero2"])
+def test_the_planner_books_zero_1_and_2_as_the_paper_does(sharding):
+    """Issue 64 (N01-2): the planner's memory booked ZeRO-1/2 as stage 3 (32.2 GB for 30B on 128 GPUs, "fits"). The
+    paper's section 5.1: ZeRO-1 keeps (4 + 12/N) bytes per parameter, ZeRO-2 (2 + 14/N): 123 and 63 GB here, the
+    same as model_state_bytes (one fact, read from parallelism.SHARDED_STATES by both)."""
+    from fmlab.plan import compute, memory
+
+    m = catalog.model("gpt-30b")
+    psi, n = compute.param_count(m), 128
+    cfg = ParallelConfig(sharding=sharding)
+    parts = memory.peak_bytes(m, cfg, world=n)
+    states = sum(parts[k] for k in ("weights", "gradients", "optimizer", "compute_weights"))
+    paper = psi * ((4 + 12 / n) if sharding == "zero1" else (2 + 14 / n))
+    assert states == pytest.approx(paper, rel=1e-9) == sum(model_state_bytes(psi, cfg, n).values())
+    assert states / GB == pytest.approx(123.0 if sharding == "zero1" else 62.9, abs=0.5)
+    assert not make_plan("gpt-30b", 300e9, "ml.p4d.24xlarge", 16, parallel=cfg).fits  # a 40 GB A100 holds neither

@@ -65,14 +65,9 @@ def model_state_bytes(params: float, cfg: ParallelConfig, world: int) -> dict[st
     """Weights, gradients and optimizer state on ONE of `world` devices, in bytes (ZeRO paper, section 3)."""
     local = params / (cfg.tp * cfg.pp)
     s = cfg.shard_degree(world)
-    w, g, o = WEIGHT_BYTES * local, GRAD_BYTES * local, OPTIMIZER_BYTES * local
-    if cfg.sharding == "zero1":
-        o /= s
-    elif cfg.sharding == "zero2":
-        g, o = g / s, o / s
-    elif cfg.sharding in ("full", "hybrid"):
-        w, g, o = w / s, g / s, o / s
-    return {"weights": w, "gradients": g, "optimizer": o}
+    split = parallelism.SHARDED_STATES[cfg.sharding]
+    parts = {"weights": WEIGHT_BYTES * local, "gradients": GRAD_BYTES * local, "optimizer": OPTIMIZER_BYTES * local}
+    return {name: value / s if name in split else value for name, value in parts.items()}
 
 
 def saved_matmul_width(m: ModelPreset) -> int:

@@ -59,11 +59,12 @@ from __future__ import annotations
 from fmlab.plan import compute
 from fmlab.plan.catalog import ModelPreset
 from fmlab.plan.compute import PlanError
-from fmlab.plan.parallelism import ParallelConfig
+from fmlab.plan.parallelism import SHARDED_STATES, ParallelConfig
 
 LOSSES = ("chunked", "full")
 PRECISIONS = ("autocast", "bf16", "fp32")  # how the engine runs: autocast (single/DDP), bf16 params (FSDP), fp32
 MASTER_BYTES, GRAD_BYTES, ADAM_BYTES, COPY_BYTES = 4, 4, 8, 2  # fp32 weights and grads, Adam m and v, bf16 copies
+ZERO_GRAD_BYTES = 2  # ZeRO-1/2 (planned only): bf16 gradients, as the paper's mixed-precision engine keeps them
 # The chunked loss's chunk (fmlab.train.loss): at least 256 MiB of fp32 logits (523 tokens of Llama 3's 128,256
 # entries), and large enough that a micro-batch takes at most MAX_LOSS_CHUNKS chunks. Each chunk adds its product
 # into the head's fp32 weight gradient (12 bytes per weight read and written), so fewer chunks are faster: on one
@@ -160,9 +161,16 @@ def _states(m: ModelPreset, cfg: ParallelConfig, world: int, precision: str, los
         root = params - layer * m.layers / cfg.pp
         copies = COPY_BYTES * (2 * layer + root)
     buckets = GRAD_BYTES * params if (cfg.sharding == "none" and cfg.dp(world) > 1 and cfg.tp == 1) else 0.0
-    return {"weights": MASTER_BYTES * params / s, "gradients": GRAD_BYTES * params / s,
-            "optimizer": ADAM_BYTES * params / s, "compute_weights": copies, "ddp_buckets": buckets,
-            "layer_params": layer}
+    split = SHARDED_STATES[cfg.sharding]
+    if cfg.sharding in ("zero1", "zero2"):  # planned only, as the ZeRO paper counts a bf16 engine (section 3.1):
+        # bf16 weights and gradients beside the fp32 master weights, which belong to the sharded optimizer states
+        return {"weights": MASTER_BYTES * params / s, "optimizer": ADAM_BYTES * params / s,
+                "gradients": ZERO_GRAD_BYTES * params / (s if "gradients" in split else 1),
+                "compute_weights": COPY_BYTES * params, "ddp_buckets": 0.0, "layer_params": layer}
+    return {"weights": MASTER_BYTES * params / s if "weights" in split else MASTER_BYTES * params,
+            "gradients": GRAD_BYTES * params / s if "gradients" in split else GRAD_BYTES * params,
+            "optimizer": ADAM_BYTES * params / s if "optimizer" in split else ADAM_BYTES * params,
+            "compute_weights": copies, "ddp_buckets": buckets, "layer_params": layer}
 
 
 def peak_bytes(m: ModelPreset, cfg: ParallelConfig, world: int = 1, micro_batch: int = 1, seq_len: int | None = None,

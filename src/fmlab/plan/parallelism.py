@@ -26,6 +26,11 @@ from fmlab.plan.compute import RECOMPUTE_CHOICES, PlanError
 
 SHARDINGS = ("none", "zero1", "zero2", "full", "hybrid")
 TRAINABLE_SHARDINGS = ("none", "full", "hybrid")  # what fmlab.parallel builds (ZeRO-1/2 are planned only)
+# Which model states each sharding splits over its shard degree (Rajbhandari et al. 2020, ZeRO, section 5.1:
+# stage 1 the optimizer states, stage 2 the gradients too, stage 3 the parameters too). The optimizer states
+# include the fp32 master weights. The one place the course keeps this fact (layout and memory both read it).
+SHARDED_STATES = {"none": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
+                  "full": ("optimizer", "gradients", "weights"), "hybrid": ("optimizer", "gradients", "weights")}
 CHECKPOINTING = ("none", "selective", "full")
 PRECISIONS = ("auto", "bf16", "fp32")
 BACKENDS = ("auto", "gloo", "nccl", "neuron", "smddp")

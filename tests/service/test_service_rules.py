@@ -265,6 +265,35 @@ def test_a_gpu_only_builtin_algorithm_on_a_cpu_instance_is_refused():
     assert not [f for f in refusals(gpu) if f.check == "builtin-algorithm"]
 
 
+def test_a_builtin_algorithm_that_does_not_checkpoint_waits_at_most_an_hour_on_spot():
+    """Developer guide, 'Checkpoints in Amazon SageMaker AI': a pre-built algorithm that does not checkpoint may wait
+    at most an hour on managed spot; those that checkpoint include XGBoost 0.90-1+ (issue 64's held-out DeepAR)."""
+    deepar = "522234722520.dkr.ecr.us-east-1.amazonaws.com/forecasting-deepar:1"
+    spot = {"EnableManagedSpotTraining": True,
+            "StoppingCondition": {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}}
+    cpu = {"InstanceType": "ml.c5.2xlarge"}
+    message = refused(request(AlgorithmSpecification={"TrainingImage": deepar}, ResourceConfig=cpu, **spot),
+                      "spot-wait-builtin", "model-checkpoints")
+    assert "forecasting-deepar" in message and "3,600" in message
+    within = {**spot, "StoppingCondition": {"MaxRuntimeInSeconds": 1800, "MaxWaitTimeInSeconds": 3600}}
+    assert not [f for f in refusals(request(AlgorithmSpecification={"TrainingImage": deepar}, ResourceConfig=cpu,
+                                            **within)) if f.check == "spot-wait-builtin"]
+    xgboost = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
+    assert not [f for f in refusals(request(AlgorithmSpecification={"TrainingImage": xgboost}, ResourceConfig=cpu,
+                                            **spot)) if f.check == "spot-wait-builtin"]
+    assert not [f for f in refusals(request(**spot)) if f.check == "spot-wait-builtin"]  # the course's own script
+
+
+@pytest.mark.parametrize("interval, refused_", [(300, True), (100, False), (60_000, False), (2_000, True)])
+def test_the_profiling_interval_is_one_of_the_six_the_api_reference_lists(interval, refused_):
+    r = request(ProfilerConfig={"S3OutputPath": "s3://fmlab-course/profile",
+                                "ProfilingIntervalInMilliseconds": interval})
+    if refused_:
+        assert "60,000" in refused(r, "profiling-interval", "ProfilingIntervalInMilliseconds")
+    else:
+        assert not [f for f in refusals(r) if f.check == "profiling-interval"]
+
+
 def test_max_wait_without_spot_is_accepted_with_a_retry_strategy():
     r = request(StoppingCondition={"MaxWaitTimeInSeconds": 7200}, RetryStrategy={"MaximumRetryAttempts": 2})
     assert not api_problems(r)

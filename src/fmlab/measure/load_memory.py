@@ -2,7 +2,7 @@
 from rank 0, and DCP's sharded load (module 8).
 
     from fmlab.measure.load_memory import measure_load_memory
-    rows = measure_load_memory()   # 2 gloo processes, about 20 s on 2 cores: one row per way and rank
+    rows = measure_load_memory()   # 2 forked gloo processes, about 5 s on 2 cores: one row per way and rank
 
 A sharded model that restarts from a full (consolidated) state dict can run out of memory before its first step:
 `torch.load` on every rank materialises the WHOLE model on every rank, and an 80 GB GPU holds a 30B model's shard,
@@ -30,15 +30,17 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import fully_shard
 
-from fmlab.measure.launch import run_worker_task
+from fmlab.measure.launch import WorldFailed
 from fmlab.models import build_model
+from fmlab.parallel.forked import run_world
 from fmlab.plan.catalog import ModelPreset
 from fmlab.plan.compute import param_count
 
-# A model large enough that its bytes stand out from the process's own (about 270 MB in float32), small enough
-# for a laptop: Llama-style, 4 layers of width 1,024, a vocabulary of 8,192.
-PRESET = ModelPreset("load-demo", "llama", hidden=1024, layers=4, heads=8, vocab=8192, seq_len=128,
-                     intermediate=2816)
+# A model large enough that its bytes stand out from the process's own (about 156 MB in float32: a full load grows
+# each rank by about 90% of it, a broadcast's receiving rank and DCP's by under 1%), small enough for a laptop in a few
+# seconds: Llama-style, 4 layers of width 768, a vocabulary of 8,192. (Width 1,024, 260 MB, took 2 s more.)
+PRESET = ModelPreset("load-demo", "llama", hidden=768, layers=4, heads=8, vocab=8192, seq_len=128,
+                     intermediate=2048)
 WAYS = ("every rank loads the full file", "broadcast from rank 0", "DCP: each rank reads its shards")
 
 
@@ -116,11 +118,17 @@ def run_rank(folder: str | Path) -> dict:
 
 
 def measure_load_memory(folder: str | Path | None = None, world_size: int = 2) -> list[dict]:
-    """Run the three ways on `world_size` gloo processes; one row per way and rank."""
+    """Run the three ways on `world_size` gloo processes forked from this one (fmlab.parallel.forked: no imports to
+    pay again, about 5 s on 2 cores); one row per way and rank. WorldFailed names the rank that failed and why."""
     with tempfile.TemporaryDirectory(prefix="fmlab-load-") as tmp:
-        results = run_worker_task("load_memory", world_size, {"folder": str(folder or tmp)})
+        where = Path(folder or tmp)
+        (where / "checkpoints").mkdir(parents=True, exist_ok=True)
+        world = run_world(lambda rank, size: run_rank(where / "checkpoints"), where / "logs", world_size,
+                          timeout=300)
+        if not world.ok:
+            raise WorldFailed(f"load_memory on {world_size} processes: {world.failure()}")
     rows = []
-    for r in (res["result"] for res in results):
+    for r in world.results:
         for way in WAYS:
             rows.append({"way": way, "rank": r["rank"], "peak growth (MB)": r[way]["peak_growth_mb"],
                          "model (MB)": round(r["model_mb"], 1), "same weights": r[way]["same_weights"]})

@@ -6,7 +6,6 @@
   parity   loss and gradients of each layout against the single-process step, for each preset
   memory   bytes of parameters, gradients and optimizer state held by this rank after one AdamW step
   tp_mlp   the hand-written column/row-parallel MLP (fmlab.parallel.linear) against the plain MLP
-  load_memory  each rank's peak memory loading a checkpoint three ways (fmlab.measure.load_memory)
   suite    several of the above in one world: {"parity": {...}, "memory": {...}}
 Every result also carries `import_seconds`: what importing transformers' model code cost this process.
 """
@@ -31,7 +30,6 @@ import torch.distributed as tdist  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-from fmlab.measure import load_memory  # noqa: E402
 from fmlab.measure.parity import (  # noqa: E402
     compare,
     fsdp1_hybrid_control,
@@ -148,20 +146,12 @@ def task_tp_mlp(args: dict) -> dict:
     }
 
 
-def task_load_memory(args: dict) -> dict:
-    """Module 8: a full state dict on every rank, broadcast from rank 0, and DCP's sharded load, each rank's
-    peak memory (fmlab.measure.load_memory)."""
-    init_distributed(ParallelConfig())
-    return load_memory.run_rank(args["folder"])
-
-
 def task_suite(args: dict) -> dict:
     """Several tasks in one world (each process pays the transformers import once): {task: its args}."""
     return {task: TASKS[task](task_args) for task, task_args in args.items()}
 
 
-TASKS = {"parity": task_parity, "memory": task_memory, "tp_mlp": task_tp_mlp, "load_memory": task_load_memory,
-         "suite": task_suite}
+TASKS = {"parity": task_parity, "memory": task_memory, "tp_mlp": task_tp_mlp, "suite": task_suite}
 
 
 def main(argv: list[str] | None = None) -> None:

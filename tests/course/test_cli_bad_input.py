@@ -43,6 +43,7 @@ BAD = [
     (["job", "run", "--name", "x", "--distribution", "horovod"], "invalid choice"),
     (["job", "run", "--name", "x", "--max-run-seconds", "2592000"], "28 days"),
     (["job", "frobnicate"], "invalid choice"),
+    (["plan", "--model", "gpt-30b", "--tokens", "inf"], "--tokens: inf is not a finite number"),  # issue 64
     (["preflight", "{tmp}/missing.json"], "no such file"),
     (["preflight", "{tmp}/broken.json"], "not JSON"),
     (["preflight", "{tmp}/list.json"], "not an object"),

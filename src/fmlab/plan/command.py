@@ -46,6 +46,8 @@ def number(kind: type, low: float, what: str, low_ok: bool = False, high: float 
             raise argparse.ArgumentTypeError(f"{text!r} is not a {'number' if kind is float else 'whole number'}"
                                              ) from None
         too_low = value < low if low_ok else value <= low
+        if value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number: {what} must be a number you can train")
         if too_low or (high is not None and value > high) or value != value:
             bound = f"at least {low:g}" if low_ok else f"above {low:g}"
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be {bound}"

@@ -118,3 +118,13 @@ def test_the_request_reads_the_held_out_loss_as_a_metric(request_30b):
     _, r = request_30b
     names = {m["Name"] for m in r["AlgorithmSpecification"]["MetricDefinitions"]}
     assert {"train:loss", "train:mfu", "validation:loss"} <= names
+
+
+def test_the_published_smp_30b_figure_is_read_as_hardware_flops():
+    """Issue 64 (N07-11): AWS's 141 TFLOP/s for SMP's GPT-30B count the recomputed forward (the example script's 8N
+    FLOPs per token): 45.2% of the A100's 312 as HFU, 33.9% as MFU, not an MFU of 45%."""
+    from fmlab.jobs import sharded
+
+    published = sharded.SMP_2022_GPT30B
+    assert published.hfu(312) == pytest.approx(141 / 312)
+    assert published.mfu(312) == pytest.approx(141 / 312 * 0.75, rel=1e-3)  # 6N of 8N: model FLOPs of executed

@@ -37,7 +37,7 @@ from fmlab.jobs.request import training_image
 from fmlab.jobs.spec import Cluster, JobSpec
 from fmlab.plan import catalog
 from fmlab.plan.capacity import JOB_MARGIN
-from fmlab.plan.compute import param_count
+from fmlab.plan.compute import param_count, recompute_overhead
 from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.parallelism import FIELDS as PARALLEL_FIELDS
 from fmlab.plan.planned import PlannedRun, planned_run
@@ -309,6 +309,21 @@ class PublishedThroughput:
     quote: str
     source: str
     note: str
+    counts: str = "hardware"  # "hardware": the FLOPs executed, a recomputed forward included; "model": 6N only
+    recompute: str = "full"  # the run's activation recomputation (how many FLOPs it executed per model FLOP)
+    model: str = "gpt-30b"
+
+    def hfu(self, peak_tflops: float) -> float:
+        """The share of `peak_tflops` the run's executed FLOPs reach (recomputation counted)."""
+        return self.tflops_per_gpu / peak_tflops * (1.0 if self.counts == "hardware" else self._executed_per_model)
+
+    def mfu(self, peak_tflops: float) -> float:
+        """The share of `peak_tflops` its model FLOPs reach (6N per token: a recomputed forward does not count)."""
+        return self.tflops_per_gpu / peak_tflops / (self._executed_per_model if self.counts == "hardware" else 1.0)
+
+    @property
+    def _executed_per_model(self) -> float:
+        return 1 + recompute_overhead(catalog.model(self.model), self.recompute)
 
 
 SMP_2022_GPT30B = PublishedThroughput(
@@ -318,4 +333,5 @@ SMP_2022_GPT30B = PublishedThroughput(
     "AWS Machine Learning Blog, 'Train gigantic models with near-linear scaling using sharded data parallelism "
     "on Amazon SageMaker', 2022-10-31 (SMP v1 sharded data parallelism, MiCS), read 2026-11",
     "The post gives 141 TFLOPs without 'per GPU'; on its clusters of up to 256 A100s only a per-GPU reading "
-    "is possible (about 45% of the A100's 312 TFLOP/s dense bf16 peak): that reading is ours.")
+    "is possible (about 45% of the A100's 312 TFLOP/s dense bf16 peak): that reading is ours. SMP's example "
+    "script counts 8N FLOPs per token with full recomputation: hardware FLOPs, so its MFU is about a quarter less.")

@@ -2,7 +2,7 @@
 every decision win somewhere? (Issue 62: before briefs reached 2,048 accelerators and ties went to the simpler plan,
 S3 won 35 of 36 drawn briefs and the platforms tied.)
 
-    .venv/bin/python benchmarks/lab12_winners.py --seeds 0:100 --workers 2     # about 8 minutes on 2 cores
+    .venv/bin/python benchmarks/lab12_winners.py --seeds 0:100 --workers 2     # about 4 minutes on 2 cores
     .venv/bin/python benchmarks/lab12_winners.py --seeds 0:4
 
 Prints how often each (platform, recovery) is chosen, with the briefs that allowed only one platform counted apart.
@@ -15,23 +15,13 @@ import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
+from lab12_seeds import parse_seeds  # the same --seeds syntax: "0:100" or "8,13,18"
+
 
 def one_seed(seed: int) -> list[tuple[str, str, int]]:
-    from fmlab.labs import lab12
+    from fmlab.labs import lab12_map
 
-    out = []
-    for brief, _cost in lab12.draw(seed):
-        run, _grade = lab12.best_of(lab12.candidates(brief, max_miss=lab12.DRAW_MISS))
-        if run is not None:
-            out.append((run.platform, run.recovery, len(brief.platforms)))
-    return out
-
-
-def parse_seeds(text: str) -> list[int]:
-    if ":" in text:
-        low, high = text.split(":")
-        return list(range(int(low), int(high)))
-    return [int(s) for s in text.split(",")]
+    return lab12_map.choices(seed)
 
 
 def main() -> None:

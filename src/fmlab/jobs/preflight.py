@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 from fmlab.service import Finding, service_findings
 from fmlab.service.api_model import Problem, RequestInvalid, api_problems
-from fmlab.service.rules import BOTOCORE_MODEL, MAX_RUNTIME_SECONDS
+from fmlab.service.rule_book import BOTOCORE_MODEL
+from fmlab.service.rules import MAX_RUNTIME_SECONDS
 
 API_SOURCE = f"{BOTOCORE_MODEL}: CreateTrainingJob's input shape (required fields, types, ranges, enums, patterns)"
 QUOTA_SOURCE = "your account's Service Quotas (Amazon SageMaker) and its running jobs (fmlab.jobs.guards)"

@@ -69,9 +69,9 @@ class SearchRefused(RuntimeError):
 
 def search(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS):
     """The check's own planner: every plan of `candidates` (each allowed platform, count, recovery option and
-    fallback, sized to the fewest days that keep P(miss) within bounds); the cheapest at P90 that passes, the
-    simplest where several are within TIE_BAND of it (`best_of`), and its grade (None, None when none passes). Called from a learner's plan_run while the check grades it, it refuses (SearchRefused), however it was
-    imported: plan_run runs in a process of its own, where the search does not."""
+    fallback, sized to the fewest days that keep P(miss) within bounds), and of those the one `best_of` chooses, with
+    its grade (None, None when none passes). Called from a learner's plan_run while the check grades it, it refuses
+    (SearchRefused), however it was imported: plan_run runs in a process of its own, where the search does not."""
     return _search(brief, seeds, runs)
 
 
@@ -143,7 +143,7 @@ def _candidates(brief: capstone.Brief, seeds=SEEDS, runs: int = capstone.RUNS, m
                         interval = capstone.scenario_of(run, brief).interval_hours
                         run = replace(run, keep_checkpoints=capstone.keep_needed(
                             interval, capstone.detection_hours(run, brief)))
-                        if any("cannot hold" not in p for p in capstone.problems(run, brief)):
+                        if capstone.problems(replace(run, reserved_days=capacity.PLAN_DAYS[1]), brief):
                             continue  # refused whatever the days (a count one platform cannot reserve, a replica)
                         try:
                             run = replace(run, reserved_days=capstone.days_for_miss(

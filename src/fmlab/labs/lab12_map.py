@@ -2,7 +2,7 @@
 
     from fmlab.labs import lab12_map
     rows = lab12_map.where_each_wins()     # MAP's briefs: the best plan per platform and recovery, and the choice
-    lab12_map.winners(range(0, 20))        # over the briefs lab 12 draws from these seeds: who won, how often
+    lab12_map.choices(7)                   # the briefs lab 12 draws from seed 7: what the search chose for each
 
 Each brief of MAP is one reason a learner can name:
 - an 8B run the team may put on training jobs or Slurm, at Llama 3's failure rate: HyperPod's faster restart buys
@@ -23,15 +23,14 @@ simplest unless more machinery buys MISS_POINT of P(miss)). Like the search, it 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from fmlab.labs import lab12
 from fmlab.plan import capstone, platforms
 
-_ALL = tuple(platforms.PLATFORMS)
-_JOBS_OR_SLURM = _ALL[:2]
-_HYPERPOD = _ALL[1:]
+_JOBS_OR_SLURM = ("training jobs", "HyperPod Slurm")
+_HYPERPOD = ("HyperPod Slurm", "HyperPod EKS")
+
 
 @dataclass(frozen=True)
 class MapBrief:
@@ -85,10 +84,6 @@ MAP: list[MapBrief] = [
 MAP_BRIEFS: dict[str, capstone.Brief] = {m.brief.name: m.brief for m in MAP}
 
 
-def _option(run: capstone.RunPlan) -> str:
-    return f"{run.platform}, {run.recovery}"
-
-
 def where_each_wins(briefs: dict[str, capstone.Brief] | None = None) -> list[dict]:
     """For each brief, the best plan of each (platform, recovery) the search found, the one chosen, and what the
     chosen one saves over each other (P90 dollars, reserved days, points of P(miss))."""
@@ -96,14 +91,14 @@ def where_each_wins(briefs: dict[str, capstone.Brief] | None = None) -> list[dic
     for brief in (briefs or MAP_BRIEFS).values():
         found = lab12.candidates(brief, max_miss=lab12.DRAW_MISS)
         chosen, chosen_grade = lab12.best_of(found)
-        by_option: dict[str, list] = {}
+        by_option: dict[tuple[str, str], list] = {}
         for run, g in found:
-            by_option.setdefault(_option(run), []).append((run, g))
+            by_option.setdefault((run.platform, run.recovery), []).append((run, g))
         for where in brief.platforms:
             for recovery in platforms.platform(where).recoveries:
-                run, g = lab12.best_of(by_option.get(f"{where}, {recovery}", []))
+                run, g = lab12.best_of(by_option.get((where, recovery), []))
                 row = {"brief": brief.name, "platform": where, "recovery": recovery, "chosen": run is not None
-                       and chosen is not None and _option(run) == _option(chosen)}
+                       and chosen is not None and (run.platform, run.recovery) == (chosen.platform, chosen.recovery)}
                 if run is None:
                     row.update(nodes=None, days=None, p_miss=None, cost_p90=None, over_chosen=None)
                 else:
@@ -113,13 +108,12 @@ def where_each_wins(briefs: dict[str, capstone.Brief] | None = None) -> list[dic
     return rows
 
 
-def winners(seeds) -> Counter:
-    """Over the briefs lab 12 draws from `seeds` (`lab12.draw`), how often each (platform, recovery) is the search's
-    choice: the figure that says whether every decision matters somewhere."""
-    count: Counter = Counter()
-    for seed in seeds:
-        for brief, _cost in lab12.draw(seed):
-            run, _grade = lab12.best_of(lab12.candidates(brief, max_miss=lab12.DRAW_MISS))
-            if run is not None:
-                count[(run.platform, run.recovery)] += 1
-    return count
+def choices(seed: int) -> list[tuple[str, str, int]]:
+    """For each brief lab 12 draws from `seed` (`lab12.draw`), the search's choice: (platform, recovery, how many
+    platforms the brief allowed). benchmarks/lab12_winners.py counts them over many seeds."""
+    out = []
+    for brief, _cost in lab12.draw(seed):
+        run, _grade = lab12.best_of(lab12.candidates(brief, max_miss=lab12.DRAW_MISS))
+        if run is not None:
+            out.append((run.platform, run.recovery, len(brief.platforms)))
+    return out

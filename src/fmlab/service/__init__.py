@@ -42,7 +42,8 @@ and against 45 requests the course did not write (tests/service/corpus/, test_re
 from fmlab.service.checks import refusals, service_findings
 from fmlab.service.features import FEATURES, features_of, image_findings
 from fmlab.service.images import MANIFESTS, efa_environment, manifest, manifest_for
-from fmlab.service.rules import RULES, Finding, Rule, rule_findings
+from fmlab.service.rule_book import RULES, Rule
+from fmlab.service.rules import Finding, rule_findings
 
 __all__ = ["FEATURES", "MANIFESTS", "RULES", "Finding", "Rule", "efa_environment", "features_of", "image_findings",
            "manifest", "manifest_for", "refusals", "rule_findings", "service_findings"]

@@ -14,7 +14,7 @@ as they would on AWS.
 
 from __future__ import annotations
 
-from fmlab.service.rules import RULES
+from fmlab.service.rule_book import RULES
 from fmlab.service.sources import Source
 
 ALGORITHM_ERROR = "AlgorithmError"

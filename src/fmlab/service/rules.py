@@ -4,9 +4,9 @@ botocore's model carries shapes, enums and ranges; the service enforces more, wr
 API reference and the developer guide: MaxRuntimeInSeconds stops at 28 days for all attempts together, NVMe
 instances ignore VolumeSizeInGB, a RetryStrategy retries InternalServerError only, a warm pool is kept for at
 most an hour by the guide (six by the model), SMDDP runs on P4 only, InstancePreferences excludes InstanceType.
-Each rule below says what, where it is written and when it was read; `rule_findings(request)` applies them to a
-CreateTrainingJob request (the dict boto3's create_training_job takes) and names the rule and source in each
-finding. Used by fmlab.service.api_model (the sandbox refuses what SageMaker refuses) and fmlab.jobs.preflight.
+Each rule (fmlab.service.rule_book) says what, where it is written and when it was read; `rule_findings(request)`
+applies them to a CreateTrainingJob request (the dict boto3's create_training_job takes) and names the rule and
+source in each finding. Used by fmlab.service.api_model (the sandbox refuses what SageMaker refuses) and fmlab.jobs.preflight.
 
     from fmlab.service.rules import rule_findings
     [f for f in rule_findings(request) if f.level == "fail"]   # -> [Finding("max-runtime", "fail", "...", source)]
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fmlab.service.rule_book import BOTOCORE_MODEL, READ, RULES, Rule  # noqa: F401 - the rules' texts and sources
+from fmlab.service.rule_book import RULES
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 # fmlab: one command runs the course, one passes the tests (see README.md).
 #   make course     set up .venv from the lock, execute every notebook and lab solution headless, print a table
 #   make test       set up .venv from the lock, lint, run the whole test suite
+#   make paths      execute the one-day and two-day workshop paths as a room runs them (CI runs it after make test)
 #   make test-fast  lint and the tests that execute no notebook, run no browser, start no process group, are not slow
 #   make lab        open JupyterLab on the course
 #   make slides     build the slide decks to reveal.js HTML under build/slides/
@@ -18,7 +19,7 @@ LOCK   := requirements/lock.txt
 # (make setup TORCH_INDEX=https://download.pytorch.org/whl/cu130), or TORCH_INDEX= for PyPI's default build.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup slurm course test test-fast lint lab slides lock clean
+.PHONY: setup slurm course paths test test-fast lint lab slides lock clean
 
 setup: $(STAMP)
 
@@ -35,6 +36,12 @@ slurm:
 
 course: $(STAMP) slurm
 	$(BIN)/python -m fmlab course
+
+# Each workshop path's sections only, in order, and its labs (fmlab.course.pathrun): a section that needs a skipped
+# one's work fails here first.
+paths: $(STAMP) slurm
+	$(BIN)/python -m fmlab course --path one-day
+	$(BIN)/python -m fmlab course --path two-day
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(wildcard src tests benchmarks notebooks labs)

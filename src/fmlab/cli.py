@@ -6,6 +6,7 @@
     fmlab env
     fmlab train --max-steps 20            (the training entry point; torchrun -m fmlab.train for several processes)
     fmlab course [--only 01] [--jobs 2] [--report build/course-report.html]
+    fmlab course --path one-day        # a workshop path's sections only, as its learners run them
     fmlab slides [--source slides] [--output build/slides]
     fmlab data prepare --input data/corpus --output s3://bucket/data/v1 --seq-len 128 --vocab-size 512 --workers 2
     fmlab data inspect s3://bucket/data/v1
@@ -42,6 +43,11 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", default=[], help="run notebooks whose name contains this (repeatable)")
     p.add_argument("--output", default="build/executed", help="folder for executed notebooks")
     p.add_argument("--no-labs", action="store_true", help="skip the lab solutions")
+    p.add_argument("--path", choices=("one-day", "two-day"),
+                   help="execute a workshop path as its learners run it: its sections only, in order, and its labs "
+                        "(into build/paths/<path>/ unless --output says otherwise)")
+    p.add_argument("--write-only", action="store_true",
+                   help="with --path: write the path's cut notebooks into workshop/<path>/ for a room to open; run none")
     p.add_argument("--jobs", type=number(int, 1, "the number of notebooks run at once", low_ok=True), default=2,
                    help="notebooks executed at the same time, each in its own kernel (default 2; 1: one by one)")
     p.add_argument("--report", default="build/course-report.html",
@@ -53,7 +59,28 @@ def cmd_course(args: argparse.Namespace) -> int:
     from fmlab.course.run import course_log, print_table, run_course, stderr_to
 
     started = time.perf_counter()
-    results = run_course(output=args.output, only=args.only, labs=not args.no_labs, jobs=args.jobs)
+    if args.path:
+        from fmlab.course.pathrun import run_path
+
+        if args.only or args.no_labs:
+            print("error: --path runs a whole path; drop --only and --no-labs", file=sys.stderr)
+            return 2
+        if args.write_only:
+            from fmlab.course.pathrun import write_path
+
+            written = write_path(args.path)
+            print(f"wrote {len(written)} notebooks into {written[0].parent}: open them in order, run each top to bottom")
+            return 0
+        if args.output == "build/executed":
+            args.output = f"build/paths/{args.path}"
+        if args.report == "build/course-report.html":
+            args.report = f"build/paths/{args.path}/report.html"
+        results = run_path(args.path, args.output, jobs=args.jobs)
+    elif args.write_only:
+        print("error: --write-only needs --path one-day or --path two-day", file=sys.stderr)
+        return 2
+    else:
+        results = run_course(output=args.output, only=args.only, labs=not args.no_labs, jobs=args.jobs)
     print_table(results)
     print(f"wall clock: {time.perf_counter() - started:.1f} s ({args.jobs} at a time)")
     if args.report and results:

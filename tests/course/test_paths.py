@@ -1,6 +1,6 @@
 """The workshop paths (fmlab.course.paths), their minutes (fmlab.course.times) and the instructor's guide
-(fmlab.course.guide): every section a path names exists, each path keeps the spine and comes within 10% of its
-target, every generated part is up to date, and every figure the guide quotes is checked by its notebook's test.
+(fmlab.course.guide): every section a path names exists, each path keeps the spine and each of its days fits
+9:00-17:00, every generated part is up to date, and every figure the guide quotes is checked by its notebook's test.
 
     .venv/bin/pytest tests/course/test_paths.py -v
 """
@@ -10,17 +10,17 @@ import re
 
 import pytest
 
-from fmlab.course import generate, guide, paths, times
+from fmlab.course import generate, guide, paths, room, times
 from fmlab.environment import ROOT
 
 SPINE = ("03_", "04_", "05_", "07_", "09_", "12_")
 
 
-def test_the_paths_name_only_sections_that_exist_and_meet_their_targets():
-    assert paths.problems() == []
+def test_the_paths_name_only_sections_that_exist_and_fit_their_days():
+    assert paths.problems() == [] and room.problems() == []
     data = times.load()
-    for path, target in paths.TARGET_MINUTES.items():
-        assert abs(paths.total_minutes(path, data) / target - 1) <= 0.10, path
+    for path, days in room.DAYS.items():
+        assert paths.total_minutes(path, data) <= days * (room.DAY_END - room.DAY_START) + 15, path
         modules = [r.module for r in paths.rows(path, data)]
         assert all(any(m.startswith(s) for m in modules) for s in SPINE), (path, modules)
     assert paths.labs("one day", data) and "lab_12_capstone_plan" in paths.labs("one day", data)
@@ -34,8 +34,8 @@ def test_a_misnamed_section_or_a_path_off_target_is_reported(monkeypatch):
     found = paths.problems()
     assert any("names section '99'" in p for p in found)
     assert any("takes '7', which is not in its CORE" in p for p in found)
-    monkeypatch.setitem(paths.TARGET_MINUTES, "one day", 120)
-    assert any("the one day path takes" in p and "not within 10% of 120" in p for p in paths.problems())
+    monkeypatch.setitem(paths.LABS, "one day", ("lab_04_data_parallel", "lab_12_capstone_plan"))
+    assert any("the one day path's day 1 holds" in p and "cut a section or a lab" in p for p in room.problems())
 
 
 def test_the_generated_headers_tables_guide_and_deck_timings_are_up_to_date():

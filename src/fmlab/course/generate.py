@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fmlab.course.generate", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if a generated part is stale")
     args = parser.parse_args(argv)
-    found = paths.problems()
+    from fmlab.course import room
+
+    found = paths.problems() + room.problems()
     if found:
         print("\n".join(found), file=sys.stderr)
         return 1

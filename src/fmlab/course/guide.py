@@ -6,6 +6,7 @@
 
 The guide is written by hand except for blocks between `<!-- guide:NAME:begin -->` and `<!-- guide:NAME:end -->`:
 - `paths`: the paths table (fmlab.course.paths.table_markdown) and the method of the minutes;
+- `runbook`: each workshop path's agenda with clock times, milestones and cuts (fmlab.course.room);
 - `studio`: the room on SageMaker Studio, from the measured peak memory (MEMORY_FILE, benchmarks/course_memory.py);
 - `NN` per module: the minutes on each path, the deep dives to skip under time pressure, and the lab's hints (the
   checks' own, read from fmlab.labs.labNN: the mistakes learners make, and what unblocks them).
@@ -117,12 +118,15 @@ def studio_block(memory: dict | None = None) -> str:
 
 def render(text: str, data: dict | None = None) -> str:
     """The guide with every generated block rewritten."""
-    from fmlab.course import paths, times
+    from fmlab.course import paths, room, times
 
     def block(match: re.Match) -> str:
         name = match.group(2)
         if name == "paths":
-            body = paths.table_markdown(data) + f"\nMinutes: {times.METHOD}.\n"
+            body = (paths.table_markdown(data) + f"\nA reader's minutes (the full course): {times.METHOD}. The "
+                    f"workshop paths count a room's: {room.METHOD}.\n")
+        elif name == "runbook":
+            body = room.runbook_markdown(data)
         elif name == "studio":
             body = studio_block()
         elif re.fullmatch(r"\d\d", name):
@@ -170,6 +174,7 @@ def assert_quoted(records: dict, notebook: str, text: str | None = None) -> int:
     if text is None and notebook in NOTEBOOK_OF:
         wrong += [f"two-minute check: {q} {a}" for q, a in checks.answers(NOTEBOOK_OF[notebook], records)
                   if a.startswith("not computed")]
+        wrong += [f"two-minute check: {w}" for w in checks.unsupported(NOTEBOOK_OF[notebook], records)]
     for tag, path, quoted in quoted_figures(text):
         if tag != notebook:
             continue
@@ -183,3 +188,22 @@ def assert_quoted(records: dict, notebook: str, text: str | None = None) -> int:
             wrong.append(f"{path}: the guide says {quoted}, the notebook recorded {value!r}")
     assert not wrong, "docs/instructor.md quotes figures the notebook no longer prints: " + "; ".join(wrong)
     return checked
+
+
+def off_path_figures(quoted: list[tuple[str, str, str]] | None = None, root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """(tag, record path, section) for each figure the guide quotes from a section that the narrowest path taking
+    its notebook skips: a room on that path will not see it printed, so the guide says "deep dive" before it."""
+    quoted = quoted_figures() if quoted is None else quoted
+    from fmlab.course import pathrun
+
+    out = []
+    for tag, record_path, _ in quoted:
+        stem = NOTEBOOK_OF[tag]
+        path = pathrun.narrowest_path(stem)
+        if path is None:
+            continue
+        where = pathrun.record_sections(json.loads((root / "notebooks" / f"{stem}.ipynb").read_text()))
+        section = where.get(record_path.split("/")[0])
+        if section is not None and section not in pathrun.taken_keys(path, stem):
+            out.append((tag, record_path, section))
+    return out

@@ -111,10 +111,18 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
                root: Path = ROOT, log: str | Path | None = None, jobs: int = 1) -> list[NotebookResult]:
     """Execute the course's notebooks, `jobs` at a time (each in its own process), printing one line as each ends;
     the results come back in course order. stderr goes to `log` (default: course.log next to the output folder)."""
+    chosen = [nb for nb in course_notebooks(root, labs) if not only or any(o in nb.name for o in only)]
+    return run_many(chosen, output, jobs=jobs, root=root, log=log)
+
+
+def run_many(chosen: list[Path], output: str | Path, jobs: int = 1, root: Path = ROOT, log: str | Path | None = None,
+             cwd_of=None) -> list[NotebookResult]:
+    """Execute `chosen` (notebooks under `root`) into `output`/notebooks and `output`/labs, `jobs` at a time;
+    `cwd_of(nb)` names a notebook's working folder (None: its own)."""
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     out = Path(output)
-    chosen = [nb for nb in course_notebooks(root, labs) if not only or any(o in nb.name for o in only)]
+    cwd_of = cwd_of or (lambda nb: None)
     log = Path(log) if log else course_log(out)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
@@ -132,7 +140,7 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
         if jobs == 1:
             for i, nb in enumerate(chosen, 1):
                 print(f"[{i}/{len(chosen)}] {nb.relative_to(root)} ...", end=" ", flush=True)
-                results[nb] = execute(nb, target(nb))
+                results[nb] = execute(nb, target(nb), cwd=cwd_of(nb))
                 print(f"{'ok' if results[nb].ok else 'FAILED'} {results[nb].seconds:.1f} s", flush=True)
         else:
             import multiprocessing
@@ -144,7 +152,7 @@ def run_course(output: str | Path = "build/executed", only: list[str] | None = N
             # kernels inherit), so two kernels' torch threads do not fight over them
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=share_cores,
                                      initargs=(jobs,)) as pool:
-                futures = [pool.submit(execute, nb, target(nb)) for nb in order]
+                futures = [pool.submit(execute, nb, target(nb), None, 600, cwd_of(nb)) for nb in order]
                 for future in as_completed(futures):
                     result = future.result()
                     results[result.source] = result

@@ -38,7 +38,7 @@ METHOD = (f"reading at {READING_WPM} words a minute, {WORK_MINUTES_PER_CODE_CELL
 HEADING = re.compile(r"^##\s+(.+?)\s*$", re.MULTILINE)
 
 
-def _source(cell) -> str:
+def cell_text(cell) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
@@ -56,7 +56,7 @@ def sections(notebook: dict, ran: dict | None = None) -> list[dict]:
     seconds = {c.get("id"): _run_seconds(c) for c in (ran or notebook)["cells"]}
     out = [{"title": OPENING, "words": 0, "code_cells": 0, "run_seconds": 0.0}]
     for cell in notebook["cells"]:
-        text = _source(cell)
+        text = cell_text(cell)
         heading = HEADING.search(text) if cell["cell_type"] == "markdown" else None
         if heading:
             out.append({"title": heading.group(1), "words": 0, "code_cells": 0, "run_seconds": 0.0})
@@ -81,7 +81,7 @@ def answer_lines(notebook: dict) -> int:
     for cell in notebook["cells"]:
         if cell["cell_type"] != "code":
             continue
-        for line in _source(cell).split("\n"):
+        for line in cell_text(cell).split("\n"):
             if BEGIN.match(line):
                 inside = True
             elif END.match(line):
@@ -94,7 +94,7 @@ def answer_lines(notebook: dict) -> int:
 def lab_minutes(solution: dict, exercises: int, ran: dict | None = None) -> dict:
     """A lab's minutes: reading, the answer's lines (or its exercises), the checks' run times (from `ran`, the
     executed solution)."""
-    words = sum(_words(_source(c)) for c in solution["cells"])
+    words = sum(_words(cell_text(c)) for c in solution["cells"])
     run = sum(_run_seconds(c) for c in (ran or solution)["cells"])
     lines = answer_lines(solution)
     writing = lines * LAB_MINUTES_PER_LINE if lines else exercises * LAB_MINUTES_PER_EXERCISE

@@ -99,14 +99,16 @@ def main() -> None:
     runtime = Path(tempfile.mkdtemp(prefix="fmlab-jupyter-runtime-"))
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}", "--ServerApp.open_browser=False"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}", "--ServerApp.open_browser=False", "--allow-root"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(runtime / "server.log", "w"),
         env={**__import__("os").environ, "JUPYTER_RUNTIME_DIR": str(runtime), "OMP_NUM_THREADS": "2"})
     for _ in range(120):
         try:
             api(port, token, "GET", "/api/status")
             break
         except OSError:
+            if server.poll() is not None:
+                sys.exit(f"jupyter lab ended: {(runtime / 'server.log').read_text()[-2000:]}")
             time.sleep(0.5)
     peak = {"bytes": 0, "at": ""}
     current = {"at": "JupyterLab alone"}

@@ -115,8 +115,8 @@ def test_keep_alive_bounds_come_from_the_service_model(smp_request):
     bounds = member.members["KeepAlivePeriodInSeconds"].metadata
     assert (bounds["min"], bounds["max"]) == (0, 21600)  # botocore's SageMaker model
     ok = json.loads(json.dumps(smp_request.request))
-    # the model allows 21,600 s; the developer guide's warm-pool page says 3,600 is the maximum (the warm-pool rule)
-    for value, valid in ((0, True), (3600, True), (3601, False), (21600, False), (-1, False), (21601, False)):
+    # the model and the API reference allow 21,600 s; the developer guide's older 3,600 is a warning (the warm-pool rule)
+    for value, valid in ((0, True), (3600, True), (3601, True), (21600, True), (-1, False), (21601, False)):
         ok["ResourceConfig"]["KeepAlivePeriodInSeconds"] = value
         assert (problems_in(ok) == []) is valid, value
     assert "ml.p4d.24xlarge" in instance_types() and "ml.p4d.24xlarge-typo" not in instance_types()

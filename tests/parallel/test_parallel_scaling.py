@@ -78,15 +78,16 @@ def test_a_node_sends_one_gpus_ring_traffic_not_eight():
 
 
 def test_the_30b_step_on_p4d_is_bound_by_efa():
-    """gpt-30b on 16 x p4d (400 Gbps EFA per node), groups of 64, micro-batch 1 x 2,048 tokens at MFU 40%: ~5 s of
-    EFA against ~3.1 s of compute."""
+    """gpt-30b on 16 x p4d (400 Gbps EFA per node, 41.8 GB/s as NCCL achieves it), groups of 64, micro-batch
+    1 x 2,048 tokens at MFU 40%: ~6 s of EFA against ~3.1 s of compute; at the 50 GB/s line rate it would be ~5 s."""
     from fmlab.plan import catalog, compute
     from fmlab.plan.scaling import step_communication
 
     m, p4d = catalog.model("gpt-30b"), catalog.instance("ml.p4d.24xlarge")
     s = step_communication(compute.param_count(m), 128, 64, 2048, compute.flops_per_token(m), p4d.peak_tflops_bf16,
                            p4d.network_gbps)
-    assert s["compute_seconds"] == pytest.approx(3.09, abs=0.05) and 4.5 < s["efa_seconds"] < 5.5
+    assert s["compute_seconds"] == pytest.approx(3.09, abs=0.05)
+    assert s["efa_seconds"] == pytest.approx(s["node_efa_bytes"] / 41.78e9, rel=0.01) and 5.4 < s["efa_seconds"] < 6.6
     assert s["comms_bound"]
 
 

@@ -98,14 +98,15 @@ def test_a_sized_volume_on_an_nvme_instance_is_warned_as_ignored():
                   "nvme-volume") == []  # EBS-only instances use the volume
 
 
-def test_warm_pool_above_the_guide_fails_and_above_the_api_model_fails_once():
+def test_warm_pool_above_the_guide_warns_and_above_the_api_fails_once():
     guide = request(ResourceConfig={"KeepAlivePeriodInSeconds": 3601})
-    message = refused(guide, "warm-pool", "train-warm-pools.html")
-    assert "3,600" in message
+    assert levels(guide, "warm-pool") == ["warn"]  # the API's reference and model allow it since 2025-12-17
+    warning = next(f for f in service_findings(guide) if f.check == "warm-pool")
+    assert "21,600" in warning.message and "3,600" in warning.message and "sagemaker:KeepAlivePeriod" in warning.message
     over = request(ResourceConfig={"KeepAlivePeriodInSeconds": 86400})
     found = [f for f in refusals(over) if f.check == "warm-pool"]
     assert found and "21,600" in found[0].message and "3,600" in found[0].message
-    assert "KeepAlivePeriodInSeconds max 21600" in found[0].source
+    assert "KeepAlivePeriodInSeconds max 21600" in found[0].source and "API_ResourceConfig" in found[0].source
     with pytest.raises(RequestInvalid) as e:  # the API model names the field; the rule does not say it twice
         validate_request(over)
     assert e.value.fields == ["ResourceConfig.KeepAlivePeriodInSeconds"]

@@ -38,7 +38,6 @@ STUDIO_INSTANCES = {"ml.t3.medium": (4, 0.05), "ml.t3.large": (8, 0.10), "ml.t3.
 STUDIO_SOURCE = ("SageMaker Studio notebook on-demand rates as several public price tables in code republish them "
                  "(they agree: ml.t3.medium $0.05, ml.t3.large $0.10, ml.t3.xlarge $0.20, ml.m5.xlarge $0.23 an hour; "
                  "read 2026-11-28); the pricing page renders them with JavaScript and was not read: check it")
-HEADROOM_GIB = 1.5  # JupyterLab's server, the OS and the learner's own kernels besides the course's two
 
 
 def _literal(node: ast.AST) -> str:
@@ -95,23 +94,42 @@ def module_block(number: str, data: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def studio_block(memory: dict | None = None) -> str:
-    """The room on Studio from the measured peaks: the smallest instance that holds them with HEADROOM_GIB."""
+SESSION_FILES = {"one day": ROOT / "docs" / "measurements" / "studio-session-one-day.json",
+                 "two days": ROOT / "docs" / "measurements" / "studio-session-two-day.json"}
+OS_GIB = 1.0  # the instance's own system and Studio's agents: not measured here
+T3_CREDITS = ("ml.t3 instances are burstable: a t3.large earns 36 CPU credits an hour, a 30% baseline per vCPU "
+              "(EC2's burstable performance credit table)")
+
+
+def studio_block(memory: dict | None = None, sessions: dict | None = None) -> str:
+    """The room on Studio from a learner's session as measured (benchmarks/studio_session.py: JupyterLab, the
+    path's notebooks run in order with every kernel left open, its labs): the smallest instance that holds the
+    longer path's peak with OS_GIB to spare; and make course's peak, the instructor's warm-up."""
     memory = memory or json.loads(MEMORY_FILE.read_text())
-    peak = memory["peak_together_gib"]
-    heaviest = sorted(memory["notebooks"].items(), key=lambda kv: -kv[1]["peak_gib"])[:3]
-    fits = [(name, gib, usd) for name, (gib, usd) in STUDIO_INSTANCES.items() if gib >= peak + HEADROOM_GIB]
+    sessions = sessions or {p: json.loads(f.read_text()) for p, f in SESSION_FILES.items()}
+    need = max(s["peak_gib"] for s in sessions.values()) + OS_GIB
+    fits = [(name, gib, usd) for name, (gib, usd) in STUDIO_INSTANCES.items() if gib >= need]
     name, gib, usd = min(fits, key=lambda f: f[2])
-    lines = [
-        f"- Measured ({memory['date']}, {memory['machine']}, benchmarks/course_memory.py): the course's notebooks "
-        f"and labs, {memory['jobs']} at a time as `make course` runs them, peak at **{peak:.2f} GiB** together "
-        f"(proportional set size of every process they start: kernels, torchrun and its workers, servers).",
-        "- The three heaviest alone: " + "; ".join(f"{n} {v['peak_gib']:.2f} GiB" for n, v in heaviest) + ".",
-        f"- Recommended: **{name}** ({gib} GiB, ${usd:.2f} an hour: about ${8 * usd:.2f} per learner-day of 8 "
-        f"hours) holds that peak with {gib - peak:.1f} GiB to spare for JupyterLab and the learner's own kernels "
-        f"({HEADROOM_GIB:g} GiB kept free). " + ", ".join(
-            f"{n} ({g} GiB) {'holds it too' if g >= peak + HEADROOM_GIB else 'does not'}"
-            for n, (g, _) in STUDIO_INSTANCES.items() if n != name) + f". Prices: {STUDIO_SOURCE}.",
+    first = next(iter(sessions.values()))
+    lines = [f"- Measured ({first['date']}, {first['machine']}, benchmarks/studio_session.py), as a learner uses a "
+             "space: JupyterLab, the path's notebooks run in order and every kernel left open, then its labs."]
+    for path, s in sessions.items():
+        cpu = sum(row["seconds"] for row in s["notebooks"])
+        lines.append(f"  - {path}: **{s['peak_gib']:.2f} GiB** at peak (during {s['peak_during']}), "
+                     f"{s['at_rest_gib']:.2f} GiB at rest with {s['kernels_open']} kernels open (each "
+                     f"{s['kernel_at_rest_gib']['smallest']:.2f}-{s['kernel_at_rest_gib']['largest']:.2f} GiB; "
+                     f"JupyterLab alone {s['jupyterlab_alone_gib']:.2f}); its cells ran {cpu / 60:.1f} minutes in all.")
+    lines += [
+        f"- Recommended: **{name}** ({gib} GiB, ${usd:.2f} an hour: about ${8 * usd:.2f} per learner-day of 8 hours) "
+        f"holds the longer path's peak with {gib - need + OS_GIB:.1f} GiB to spare, {OS_GIB:g} GiB of it for the "
+        "system. " + ", ".join(f"{n} ({g} GiB) {'holds it too' if g >= need else 'does not'}"
+                               for n, (g, _) in STUDIO_INSTANCES.items() if n != name)
+        + f". Kernel culling is not needed on it; on a smaller instance, shut each notebook's kernel down when "
+          f"leaving it. {T3_CREDITS}: the path's cells run a few minutes a day, well inside that. Prices: "
+          f"{STUDIO_SOURCE}.",
+        f"- The instructor's warm-up, `make course`, runs two notebooks at a time and peaks at "
+        f"**{memory['peak_together_gib']:.2f} GiB** (benchmarks/course_memory.py, {memory['date']}): run it on the "
+        "same instance, with the learners' kernels shut.",
     ]
     return "\n".join(lines) + "\n"
 

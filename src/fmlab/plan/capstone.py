@@ -2,7 +2,7 @@
 
     from fmlab.plan import capstone
     brief = capstone.BRIEFS["gpt-30b"]                    # model, tokens, deadline, budget, platforms, the chances
-    capstone.ledger(brief)                                # every assumption: value, range, source or "assumed"
+    capstone.ledger(brief)                                # every assumption: value, range, source; then those held fixed
     plan = capstone.reference_plan(brief)                 # the course's simple rule (fixed margin), made with its tools
     capstone.problems(plan, brief)                        # [] when it fits, can be bought, saves and keeps what it must
     grade = capstone.grade(plan, brief, seeds=(1, 2))     # simulated: P(miss the deadline), P90 cost, verdict
@@ -14,10 +14,9 @@ Slurm or EKS: `fmlab.plan.platforms`, what each allows), the instances and layou
 planner), the global batch (module 6's limit), the reservation (module 11: a count and days that can be bought, in a
 Region with a published rate), the checkpoint interval and how many saves are kept (module 8), the recovery option
 (module 11), the detector of a loss spike (a loss alert, module 10's held-out gate, or both) and the fallback after the
-reservation. `problems` refuses what cannot work before any chance: a platform that cannot run the recovery or use
-the reservation, a save more often than its upload takes, too few saves kept to reach back past the detection
-window. `grade` simulates the run (`fmlab.plan.simulate`) under the brief's chances and passes it when P(miss the
-deadline) is at most `MAX_MISS` and the 90th-percentile cost is within the budget. Torch-free.
+reservation. `problems` refuses what cannot work before any chance (a platform that cannot run the recovery or use
+the reservation, saves faster than their upload, too few kept); `grade` simulates the run and passes it when P(miss)
+is at most `MAX_MISS` and the P90 cost is within the budget. Torch-free.
 """
 
 from __future__ import annotations
@@ -121,9 +120,9 @@ class Brief(scenario.Chances):
 
 
 def ledger(brief: Brief) -> list[dict]:
-    """The brief's assumptions in one table: value, range, and where each comes from."""
+    """The brief's assumptions (value, range, source), then what is held fixed (scenario.held_fixed: not varied)."""
     return [{"assumption": name, "value": getattr(brief, name), "low": a.low, "high": a.high, "unit": a.unit,
-             "source": a.source} for name, a in LEDGER.items()]
+             "source": a.source} for name, a in LEDGER.items()] + scenario.held_fixed()
 
 
 BRIEFS = {

@@ -100,6 +100,16 @@ def predict(run: dict) -> dict:
             **s.breakdown(), "communication": s.communication, "source": run.get("source", "")}
 
 
+def reported_hfu(runs: list[dict]) -> dict[str, float]:
+    """{name: the share of peak each run's hardware ran at}: its reported throughput through the step model's
+    hardware FLOPs per token (the recomputed forward counted), so runs with and without recomputation compare."""
+    out = {}
+    for run in runs:
+        s = step_time(workload(run))
+        out[run["name"]] = s.hfu * run["reported"]["tokens_per_second_per_gpu"] / s.tokens_per_second_per_gpu
+    return out
+
+
 def compare(runs: list[dict]) -> list[dict]:
     """Every run predicted (predict), in the file's order."""
     return [predict(r) for r in runs]

@@ -21,6 +21,7 @@ Sources:
 
 from __future__ import annotations
 
+from fmlab.plan import hardware
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import global_batch_tokens  # the one formula; module 7's layout rule uses it too
 
@@ -107,12 +108,14 @@ def hybrid_traffic(params: float, world: int, shard_degree: int, gpus_per_node: 
 def step_communication(params: float, world: int, shard_degree: int, tokens_per_gpu: float, flops_per_token: float,
                        peak_tflops: float, network_gbps: float, mfu: float = 0.4, gpus_per_node: int = 8,
                        compute_seconds: float | None = None) -> dict:
-    """A step's EFA time against its compute time: the node's bytes over its network line rate, and the GPU's
+    """A step's EFA time against its compute time: the node's bytes over the bandwidth NCCL achieves on that network
+    (fmlab.plan.hardware.network: 41.8 GB/s of p4d's 50 GB/s line rate, the figure module 7's step model uses), and
+    the GPU's
     model FLOPs at `mfu` of its peak, or `compute_seconds` where the caller has them (the predicted step's compute,
     fmlab.plan.speed). comms_bound when the network would take longer than the compute; how much of it FSDP's
     overlap hides is what fmlab.plan.speed works out layer by layer."""
     t = hybrid_traffic(params, world, shard_degree, gpus_per_node)
-    efa = t["node_efa_bytes"] / (network_gbps / 8 * 1e9)
+    efa = t["node_efa_bytes"] / (hardware.network(network_gbps).achievable_gbs * 1e9)
     compute = (compute_seconds if compute_seconds is not None
                else tokens_per_gpu * flops_per_token / (peak_tflops * 1e12 * mfu))
     return {"efa_seconds": efa, "compute_seconds": compute, "comms_bound": efa > compute, **t}

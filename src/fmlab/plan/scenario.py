@@ -240,10 +240,12 @@ def young_daly_check() -> tuple[Scenario, float]:
     return s, reliability.wasted_fraction(s.interval_hours, s.save_seconds / 3600, s.mtbf_hours, s.restart_hours)
 
 
-def llama3_405b() -> Scenario:
+def llama3_405b(restart_minutes: float | None = None) -> Scenario:
     """Llama 3 405B's published run, failures only: 2,048 nodes, 405B's training state saved to S3 (module 11's
-    option) at Daly's interval, the 54-day snapshot's training less a tenth (the paper's "higher than 90%")."""
-    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0)[0]
+    option) at Daly's interval, the 54-day snapshot's training less a tenth (the paper's "higher than 90%"); the job's
+    restart after a replaced node takes `restart_minutes` (default: ASSUMPTIONS'; the paper does not say)."""
+    a = ASSUMPTIONS if restart_minutes is None else replace(ASSUMPTIONS, restart_minutes=restart_minutes)
+    option = recovery.options(checkpoint_gb(405e9)["training"], 2048, step_seconds=10.0, a=a)[0]
     mtbf = reliability.job_mtbf_hours(2048)
     return Scenario(work_hours=54 * 24 * 0.9, nodes=2048, save_seconds=option.save_seconds,
                     interval_hours=reliability.daly_interval_hours(option.save_seconds / 3600, mtbf),
@@ -262,3 +264,26 @@ def checkpointless_at_scale(nodes: int, params: float = 70e9, step_seconds: floa
                     save_seconds=option.save_seconds, restart_hours=option.restart_hours,
                     unrecoverable_share=option.unrecoverable_share, durable_restart_hours=option.durable_restart_hours,
                     steady_overhead=option.steady_overhead, start_up_hours=0.0)
+
+
+def held_fixed() -> list[dict]:
+    """What every capstone run assumes and the ledger does not vary: each value read from where the simulator takes
+    it, with its unit and its source, low and high the value (the capstone's ledger shows them under its ranges)."""
+    import inspect
+
+    defaults = inspect.signature(scenario_for).parameters
+    rows = [
+        {"assumption": "collective_timeout_s", "value": defaults["collective_timeout_s"].default, "unit": "s",
+         "source": "a hang is noticed at the collective timeout plus the trace gather (module 8's watchdog setting; "
+                   "reliability.hang_detection_hours)"},
+        {"assumption": "straggler_loss", "value": defaults["straggler_loss"].default, "unit": "",
+         "source": "assumed: no slow node drags the step (0); set it to a measured share if one does"},
+        {"assumption": "eval_tokens", "value": defaults["eval_tokens"].default, "unit": "tokens",
+         "source": "assumed: module 10's held-out gate reads 10M tokens a time, forward only"},
+        {"assumption": "start_up_hours", "value": capacity.START_UP_HOURS, "unit": "h",
+         "source": "the course's allowance per job start: instances, image, data and checkpoint (capacity)"},
+        {"assumption": "s3_gb_per_s_per_node", "value": ASSUMPTIONS.s3_write_gb_per_s_per_node, "unit": "GB/s",
+         "source": "module 8's assumption: 10 Gbit/s per node to and from S3, saves and restarts alike "
+                   "(recovery.Assumptions)"},
+    ]
+    return [{**r, "low": r["value"], "high": r["value"], "source": f"held fixed: {r['source']}"} for r in rows]

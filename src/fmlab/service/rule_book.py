@@ -47,11 +47,14 @@ RULES: dict[str, Rule] = {r.id: r for r in [
          "'Cluster repairs for GPU errors' (docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints-cluster-repair"
          ".html)"),
     Rule("warm-pool",
-         "KeepAlivePeriodInSeconds: the API model allows 0-21,600 s (6 h); the developer guide's warm-pool page "
-         "says the maximum is 3,600 s (60 min).",
-         f"{BOTOCORE_MODEL}, ResourceConfig.KeepAlivePeriodInSeconds max 21600; developer guide 'Train Using "
-         "SageMaker Managed Warm Pools' (docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html): 'The "
-         "maximum length of time allowed for the KeepAlivePeriodInSeconds is 3600 seconds (60 minutes)'"),
+         "KeepAlivePeriodInSeconds: the API accepts 0-21,600 s (6 h): its reference and model say so since "
+         "2025-12-17 (3,600 before). The developer guide's warm-pool pages still say 3,600 s: above that, a warning.",
+         "API reference, ResourceConfig ('Valid Range: Minimum value of 0. Maximum value of 21600', "
+         f"docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html, read 2026-11-29); {BOTOCORE_MODEL}, "
+         "ResourceConfig.KeepAlivePeriodInSeconds max 21600 (raised from 3600 in botocore commit 33757792, "
+         "2025-12-17, release 1.42.12); developer guide 'Train Using SageMaker Managed Warm Pools' "
+         "(docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html): 'The maximum length of time allowed for "
+         "the KeepAlivePeriodInSeconds is 3600 seconds (60 minutes)', unchanged since 2022"),
     Rule("smddp-instances",
          "The SMDDP library (the smddp backend) supports ml.p4d.24xlarge and ml.p4de.24xlarge only (not P5).",
          "developer guide, 'Compatibility with the SMDDP library optimized for AWS infrastructure' (SMP v2): 'The "

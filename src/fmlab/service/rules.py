@@ -36,8 +36,8 @@ class Finding:
 
 MAX_RUNTIME_SECONDS = 28 * 86400  # 2,419,200
 MAX_PENDING_SECONDS = (1_800, 28 * 86400)  # StoppingCondition.MaxPendingTimeInSeconds' min and max in the model
-KEEP_ALIVE_API_MAX = 21_600  # ResourceConfig.KeepAlivePeriodInSeconds max in the model
-KEEP_ALIVE_GUIDE_MAX = 3_600  # the developer guide's warm-pool lifecycle
+KEEP_ALIVE_API_MAX = 21_600  # ResourceConfig.KeepAlivePeriodInSeconds: the API reference and model (3,600 before 2025-12-17)
+KEEP_ALIVE_GUIDE_MAX = 3_600  # the developer guide's warm-pool pages, older than the API's change: warned, not refused
 SMDDP_INSTANCES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge")
 # Instance families whose storage is NVMe instance store. The first three are the API reference's own examples;
 # the others carry NVMe SSD instance storage on the EC2 instance-type pages (NOT re-read in this session).
@@ -150,10 +150,12 @@ def _warm_pool(request: dict) -> list[Finding]:
         return [_fail("warm-pool", f"KeepAlivePeriodInSeconds {keep:,} is above the API model's maximum "
                       f"{KEEP_ALIVE_API_MAX:,} s (the developer guide gives {KEEP_ALIVE_GUIDE_MAX:,} s)",
                       "ResourceConfig.KeepAlivePeriodInSeconds")]
-    if keep > KEEP_ALIVE_GUIDE_MAX:
-        return [_fail("warm-pool", f"KeepAlivePeriodInSeconds {keep:,}: the developer guide's maximum is "
-                      f"{KEEP_ALIVE_GUIDE_MAX:,} s (the API model's {KEEP_ALIVE_API_MAX:,} is not what the service "
-                      "allows); keep it at 3,600 or less", "ResourceConfig.KeepAlivePeriodInSeconds")]
+    guide_note = []
+    if keep > KEEP_ALIVE_GUIDE_MAX:  # the API's own contract allows it; the guide's older text does not
+        guide_note = [_warn("warm-pool", f"KeepAlivePeriodInSeconds {keep:,}: the API accepts up to "
+                            f"{KEEP_ALIVE_API_MAX:,} s (its reference and model since 2025-12-17), but the developer "
+                            f"guide still says {KEEP_ALIVE_GUIDE_MAX:,}; an account's IAM policy may cap it "
+                            "(condition key sagemaker:KeepAlivePeriod)")]
     clash = []
     if request.get("EnableManagedSpotTraining"):
         clash.append("managed spot training")
@@ -163,6 +165,8 @@ def _warm_pool(request: dict) -> list[Finding]:
         return [Finding("warm-pool-with", "fail", f"a warm pool (KeepAlivePeriodInSeconds {keep:,}) cannot be used "
                         f"with {' or '.join(clash)}: drop KeepAlivePeriodInSeconds",
                         RULES["warm-pool-with"].cite(), "ResourceConfig.KeepAlivePeriodInSeconds")]
+    if guide_note:
+        return guide_note
     return [Finding("warm-pool", "pass", f"KeepAlivePeriodInSeconds {keep:,} s is within both the API model "
                     f"({KEEP_ALIVE_API_MAX:,}) and the developer guide ({KEEP_ALIVE_GUIDE_MAX:,})",
                     RULES["warm-pool"].cite())]

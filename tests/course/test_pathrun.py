@@ -86,3 +86,14 @@ def test_the_guide_marks_every_figure_a_path_does_not_print():
         at = text.index(f"[{tag} | {record_path} =")
         sentence = text[max(text.rfind(". ", 0, at), text.rfind(".\n", 0, at)) + 1:at]
         assert "deep dive" in sentence, f"{tag} {record_path} (section {section}) is not marked as a deep dive"
+
+
+def test_every_section_heading_starts_its_own_cell():
+    """A `##` heading inside a markdown cell would hand the prose before it to the next section on a path."""
+    from fmlab.course.times import HEADING
+
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+            text = "".join(cell["source"])
+            if cell["cell_type"] == "markdown" and HEADING.search(text):
+                assert len(HEADING.findall(text)) == 1 and text.lstrip().startswith("## "), f"{nb.name} cell {i}"

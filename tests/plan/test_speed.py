@@ -95,6 +95,31 @@ def test_a_wrong_run_gets_an_error_naming_its_field(change, words):
         published.predict(run)
 
 
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r["layout"].pop("activation_checkpointing"), "layout.activation_checkpointing is missing (required)"),
+    (lambda r: r["layout"].pop("sharding"), "layout.sharding is missing (required)"),
+    (lambda r: r.pop("precision"), "precision is missing (required)"),
+    (lambda r: r["layout"].update(activation_checkpoint="full"), "layout.activation_checkpoint is not a field"),
+    (lambda r: r["batch"].update(microbatch=4), "batch.microbatch is not a field"),
+    (lambda r: r.update(reportd={}), "reportd is not a field"),
+])
+def test_the_format_is_read_strictly_through_the_command(tmp_path, change, words):
+    """A missing required field, or one the format does not know (a misspelling), exits 2 naming the run and the
+    field; the optional ones (attention, kernels, gpu_power_watts) may be left out."""
+    runs = json.loads(json.dumps(published.load(RUNS)))
+    change(runs[0])
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(runs))
+    out = subprocess.run([sys.executable, "-m", "fmlab", "plan", "--published", str(path), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and f"run {runs[0]['name']!r}: {words}" in out.stderr, out.stderr
+    optional = json.loads(json.dumps(published.load(RUNS)[0]))
+    for key in ("attention", "kernels"):
+        optional["layout"].pop(key, None)
+    optional["hardware"].pop("gpu_power_watts", None)
+    assert published.format_problems(optional) == [] and published.predict(optional)["ratio"] > 0
+
+
 # ---------------------------------------------------------------- the constants
 
 
@@ -232,3 +257,20 @@ def test_the_default_global_batch_is_gpt3s_for_the_nearest_size():
     assert layout.default_global_batch(m, 128, 1, 2048) == 1024
     assert layout.default_global_batch(m, 4096, 1, 2048) == 4096  # at least one micro-batch per replica
     assert math.isclose(layout.default_global_batch(catalog.model("tiny"), 2, 1, 128) * 128, 0.5e6, rel_tol=0.01)
+
+
+def test_the_days_carry_the_planners_error_on_the_published_runs():
+    spread = published.error_spread()
+    ratios = sorted(r["ratio"] for r in published.compare(published.load(RUNS)))
+    assert spread.runs == len(ratios) and ratios[0] <= spread.low < spread.median < spread.high <= ratios[-1]
+    assert spread.days(10.0) == pytest.approx((10 * spread.low, 10 * spread.high))
+    out = subprocess.run([sys.executable, "-m", "fmlab", "plan", "--model", "gpt-30b", "--tokens", "300e9",
+                          "--instance", "ml.p4d.24xlarge", "--count", "16", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    whole = json.loads(out.stdout)
+    assert whole["days_range"] == pytest.approx(list(spread.days(whole["days"])))
+    assert whole["error_spread"]["runs"] == spread.runs
+    typed = subprocess.run([sys.executable, "-m", "fmlab", "plan", "--model", "gpt-30b", "--tokens", "300e9",
+                            "--instance", "ml.p4d.24xlarge", "--count", "16", "--mfu", "0.4"],
+                           capture_output=True, text=True, timeout=120)
+    assert "percentile error" not in typed.stdout  # a typed MFU is the learner's own what-if: no spread to give

@@ -38,7 +38,7 @@ CORE: dict[str, tuple[str, ...]] = {
     "05_sharded_data_parallel": ("opening", "1", "2", "6", "Takeaways"),
     "06_tensor_parallel": ("opening", "1", "5", "Takeaways"),
     "07_gpt30b_sharded_training": ("opening", "1", "3", "What to remember"),
-    "08_checkpointing_and_recovery": ("opening", "1", "3", "4"),
+    "08_checkpointing_and_recovery": ("opening", "1", "3", "4", "What to remember"),
     "09_trainium_continuous_pretraining": ("opening", "0", "3", "5", "8", "Recap"),
     "10_evaluate_export_and_serve": ("opening", "1", "2", "3", "4", "What to remember"),
     "11_pretraining_on_aws_in_2026": ("opening", "1", "3", "What to remember"),
@@ -52,7 +52,7 @@ ONE_DAY: dict[str, tuple[str, ...]] = {
     "04_data_parallel": ("opening", "1", "3", "4", "6", "What to remember"),
     "05_sharded_data_parallel": ("opening", "1", "6", "Takeaways"),
     "07_gpt30b_sharded_training": ("opening", "1", "3", "What to remember"),
-    "08_checkpointing_and_recovery": ("opening", "3"),
+    "08_checkpointing_and_recovery": ("opening", "3", "What to remember"),
     "09_trainium_continuous_pretraining": ("opening", "0", "3", "Recap"),
     "12_capstone": ("opening", "1", "2", "3", "5", "What to remember"),
 }

@@ -123,7 +123,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(_finite(run.to_dict()), indent=2))
+        whole = run.to_dict()
+        if run.step:
+            from fmlab.plan import published
+
+            spread = published.error_spread()
+            whole["days_range"] = list(spread.days(run.days))
+            whole["error_spread"] = {"low": spread.low, "median": spread.median, "high": spread.high,
+                                     "runs": spread.runs}
+        print(json.dumps(_finite(whole), indent=2))
     else:
         if chosen:
             print("layout       chosen by the planner (no layout flag given): the fastest predicted step that fits "
@@ -202,8 +210,16 @@ def format_plan(run) -> str:
                      f"{st['tokens_per_second_per_gpu']:,.0f} tokens/s per device")
         lines += [f"  exposed    {name:<26} {seconds:.3f} s" for name, seconds in st["communication"].items()]
         lines.append(f"  hidden     {'behind compute':<26} {st['hidden_communication_s']:.3f} s")
+    time_line = f"time         {plan.days:,.1f} days"
+    if plan.step:  # a predicted step: the days carry the planner's error on published runs
+        from fmlab.plan import published
+
+        spread = published.error_spread()
+        low, high = spread.days(plan.days)
+        time_line += (f" ({low:,.1f} to {high:,.1f} at the planner's 10th-90th percentile error, predicted / reported "
+                      f"{spread.low:.2f}-{spread.high:.2f} over {spread.runs} published runs)")
     lines += [
-        f"time         {plan.days:,.1f} days",
+        time_line,
         f"cost         {_dollars(plan.cost_usd)}  ({plan.price_note})",
         f"layout       dp {lay.dp(world)} x tp {lay.tp} x pp {lay.pp}, sharding {lay.sharding}"
         + (f" (groups of {lay.shard_degree(world)})" if lay.sharding == "hybrid" else "") + ", "
@@ -218,8 +234,15 @@ def format_plan(run) -> str:
                  f"({run.checkpoint_hours:.2f} h: Daly's, asynchronous saves to S3), the newest "
                  f"{run.keep_checkpoints} kept")
     lines.append(f"steps        {run.steps:,} of {run.global_batch_tokens:,} tokens, {run.step_seconds:.2f} s each")
-    lines.append(f"reserve      {run.reserved_days} days of a training plan (the job x1.2, its start-up, the last 30 "
-                 "minutes)" if run.reserved_days else "reserve      more than one reservation holds: split the run")
+    covers = ""
+    if plan.step:
+        from fmlab.plan import capacity, published
+
+        slow = published.error_spread().high
+        covers = (f", which covers the planner's slow end x{slow:.2f}" if slow <= capacity.JOB_MARGIN else
+                  f"; the planner's slow end x{slow:.2f} is beyond it: reserve more")
+    lines.append(f"reserve      {run.reserved_days} days of a training plan (the job x1.2{covers}, its start-up, the "
+                 "last 30 minutes)" if run.reserved_days else "reserve      more than one reservation holds: split the run")
     if plan.fits:
         lines.append("fits         yes")
     else:

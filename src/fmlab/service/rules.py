@@ -95,10 +95,15 @@ def _rule_jobs(request: dict) -> list[Finding]:
     rules = [*(request.get("DebugRuleConfigurations") or []), *(request.get("ProfilerRuleConfigurations") or [])]
     if not rules:
         return []
+    kinds: dict[str, int] = {}
+    for rule in rules:  # each rule job runs on its own instance: the rule's InstanceType, or one SageMaker picks
+        kind = rule.get("InstanceType") or "an instance SageMaker picks"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    listed = ", ".join(f"{n} x {kind}" for kind, n in kinds.items())
     return [_warn("rule-processing-jobs", f"{len(rules)} Debugger/Profiler rule(s) start {len(rules)} processing-job "
-                  "instance(s) beside the training job: the account's 'Number of instances across all processing "
-                  "jobs' quota must hold them, or CreateTrainingJob is refused (ResourceLimitExceeded). Drop the "
-                  "rules you will not read")]
+                  f"instance(s) beside the training job ({listed}): the account's 'Number of instances across all "
+                  "processing jobs' quota, and each type's processing quota, must hold them, or CreateTrainingJob is "
+                  "refused (ResourceLimitExceeded). Drop the rules you will not read")]
 
 
 def _runtime(request: dict) -> list[Finding]:

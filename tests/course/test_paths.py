@@ -20,7 +20,8 @@ def test_the_paths_name_only_sections_that_exist_and_fit_their_days():
     assert paths.problems() == [] and room.problems() == []
     data = times.load()
     for path, days in room.DAYS.items():
-        assert paths.total_minutes(path, data) <= days * (room.DAY_END - room.DAY_START) + 15, path
+        assert paths.total_minutes(path, data) <= days * (room.DAY_END - room.DAY_START), path
+        assert all(b.start + b.minutes <= room.DAY_END + 1 for b in room.agenda(path, data)), path
         modules = [r.module for r in paths.rows(path, data)]
         assert all(any(m.startswith(s) for m in modules) for s in SPINE), (path, modules)
     assert paths.labs("one day", data) and "lab_12_capstone_plan" in paths.labs("one day", data)

@@ -59,7 +59,8 @@ def test_the_pinned_trn1_image_is_the_documented_last_nxd_training_container():
 
 def test_every_region_with_a_priced_trn1_reservation_has_the_image():
     """Melbourne is where module 11 prices trn1 reserved capacity; its registry is its own account (the SDK's
-    table for pytorch-training-neuronx)."""
+    table for pytorch-training-neuronx), and preflight warns that AWS's container list marks Neuron as not there."""
+    from fmlab.service.features import image_findings
     from fmlab.plan import capacity
 
     regions = {region for instance, region in capacity.RESERVED_RATE if instance.startswith("ml.trn")}
@@ -67,6 +68,10 @@ def test_every_region_with_a_priced_trn1_reservation_has_the_image():
     for region in regions:
         assert image_uri("neuron", region).startswith(
             ("457447274322" if region == "ap-southeast-4" else "763104351884") + f".dkr.ecr.{region}.amazonaws.com/")
+        request = {"AlgorithmSpecification": {"TrainingImage": image_uri("neuron", region)}, "HyperParameters": {}}
+        warned = [f for f in image_findings(request) if f.check == "image/region"]
+        assert (len(warned) == 1 and warned[0].level == "warn" and "6fcfa898" in warned[0].source) \
+            == (region == "ap-southeast-4"), region
 
 
 def test_the_headline_is_in_the_readme_notebook_and_slides():

@@ -39,9 +39,10 @@ _SMP_ACCOUNT = {region: "658645717510" for region in (
     "ap-northeast-3", "ap-southeast-1", "ap-southeast-2", "ca-central-1", "eu-central-1", "eu-west-1", "eu-west-2",
     "eu-west-3", "eu-north-1", "sa-east-1")}
 # Neuron containers are only where Trainium is (a subset of the DLC regions). Melbourne (ap-southeast-4), where
-# trn1 reservations are priced (fmlab.plan.capacity), has its own registry account: the SDK's table for the same
+# trn1 reservations are priced (fmlab.plan.capacity), has its own registry account in the SDK's table for the same
 # pytorch-training-neuronx repository (sagemaker-core 2.27.0, image_uri_config/hyperpod-recipes-neuron.json,
-# registries["ap-southeast-4"] = "457447274322"; read 2026-11-28).
+# registries["ap-southeast-4"] = "457447274322"; read 2026-11-28); but AWS's list of Deep Learning Containers marks
+# Neuron containers as not available there, so preflight warns (fmlab.service.images.NEURON_NOT_LISTED).
 _NEURON_ACCOUNT = {region: "763104351884" for region in (
     "us-east-1", "us-east-2", "us-west-2", "ap-south-1", "ap-northeast-1", "ap-southeast-1", "ap-southeast-2",
     "eu-central-1", "eu-west-1", "eu-west-3", "sa-east-1")} | {"ap-southeast-4": "457447274322"}

@@ -18,7 +18,7 @@ import datetime
 import json
 from dataclasses import dataclass
 
-from fmlab.service.images import MANIFESTS, ImageManifest, manifest_for
+from fmlab.service.images import MANIFESTS, ImageManifest, manifest_for, neuron_region_findings
 from fmlab.service.rules import Finding, runs_course_script
 
 
@@ -180,6 +180,7 @@ def image_findings(request: dict, today: datetime.date | None = None) -> list[Fi
         return [Finding("image", "warn", f"not checked: {what}, so whether it holds what the job needs and can "
                         f"start was not checked{used_text}", "fmlab.service.images.MANIFESTS")]
     out = [Finding("image", "pass", f"{m.repository}:{m.tag}: {m.contains()}", m.source)]
+    out += neuron_region_findings(uri, m.processor)
     out += end_of_patch_findings(m, used, today or datetime.date.today())
     out += smddp_launch_findings(request, used)
     for f in used:

@@ -210,3 +210,30 @@ def manifest(name: str) -> ImageManifest:
         if m.name == name:
             return m
     raise KeyError(f"no image manifest {name!r}; known: {', '.join(m.name for m in MANIFESTS)}")
+
+
+# Where AWS's list of Deep Learning Containers says Neuron containers are not available, though an SDK table names a
+# registry there: a Neuron image URI built for such a Region may not exist.
+NEURON_NOT_LISTED = Source(
+    "aws/deep-learning-containers available images (the website template's Region table)",
+    "https://github.com/aws/deep-learning-containers/blob/6fcfa898f732f107ce408e6fe9e41447cbb61e74/docs/src/templates/"
+    "reference/available_images.template.md",
+    "'| Asia Pacific (Melbourne) | ap-southeast-4 | ✅ | ❌ | 457447274322...': general containers yes, Neuron "
+    "containers no; Neuron ✅ only in us-east-1, us-east-2, us-west-2, ap-south-1, ap-southeast-1, ap-southeast-2, "
+    "ap-east-2, ap-northeast-1, eu-central-1, eu-west-1, eu-west-3 and sa-east-1 (the same 'None' since the row was "
+    "added, e118172d, 2023-02-23); the current docs' table (a913958f, 2026-05-20) lists Regions and accounts only",
+    read="2026-11-29", release="6fcfa898 (2026-03-06)")
+NEURON_UNLISTED_REGIONS = ("ap-southeast-4",)
+
+
+def neuron_region_findings(uri: str, processor: str | None) -> list:
+    """A warning for a Neuron image in a Region where the DLC list marks Neuron containers as not available."""
+    from fmlab.service.rules import Finding
+
+    region = next((part for part in uri.split(".") if part.count("-") >= 2), "") if uri else ""
+    if processor != "neuron" or region not in NEURON_UNLISTED_REGIONS:
+        return []
+    return [Finding("image/region", "warn", f"{uri}: AWS's Deep Learning Containers list marks Neuron containers as not "
+                    f"available in {region}, though the SDK's table names its registry; check the image exists "
+                    f"there (aws ecr describe-images --region {region}) or train in a listed Region",
+                    f"{NEURON_NOT_LISTED.title}, {NEURON_NOT_LISTED.url} (read {NEURON_NOT_LISTED.read})")]

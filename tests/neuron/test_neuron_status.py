@@ -60,8 +60,8 @@ def test_the_pinned_trn1_image_is_the_documented_last_nxd_training_container():
 def test_every_region_with_a_priced_trn1_reservation_has_the_image():
     """Melbourne is where module 11 prices trn1 reserved capacity; its registry is its own account (the SDK's
     table for pytorch-training-neuronx), and preflight warns that AWS's container list marks Neuron as not there."""
-    from fmlab.service.features import image_findings
     from fmlab.plan import capacity
+    from fmlab.service.features import image_findings
 
     regions = {region for instance, region in capacity.RESERVED_RATE if instance.startswith("ml.trn")}
     assert "ap-southeast-4" in regions

@@ -1,4 +1,4 @@
-"""fmlab preflight against requests the course did not write: tests/service/corpus/ holds 59 CreateTrainingJob
+"""fmlab preflight against requests the course did not write: tests/service/corpus/ holds 67 CreateTrainingJob
 requests from public sources (the SageMaker Python SDK's v2 and v3 tests that run against AWS, AWS's example
 notebooks and developer guide, issue threads that quote AWS's ValidationException, the API reference's prose), each
 with its source, what AWS did and the evidence (corpus/README.md). Preflight must agree with AWS on every request

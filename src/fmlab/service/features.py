@@ -175,7 +175,8 @@ def image_findings(request: dict, today: datetime.date | None = None) -> list[Fi
     if m is None:
         algorithm = (request.get("AlgorithmSpecification") or {}).get("AlgorithmName")
         what = (f"the algorithm {algorithm} brings its own image" if algorithm and not uri else
-                f"{uri or 'the request names no TrainingImage'} is not an image fmlab has a manifest for")
+                f"{uri} is not an image fmlab has a manifest for" if uri else
+                "the request names no TrainingImage (a serverless job's image is SageMaker's own)")
         used_text = f" (the course's script would use: {', '.join(f.id for f in used)})" if used else ""
         return [Finding("image", "warn", f"not checked: {what}, so whether it holds what the job needs and can "
                         f"start was not checked{used_text}", "fmlab.service.images.MANIFESTS")]

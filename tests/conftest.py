@@ -46,6 +46,7 @@ LONGEST_FIRST = (
     "parallel/test_notebooks_module04.py",          # 39
     "train/test_checkpoint_async.py",               # 38
     "course/test_lab03.py",                         # 38
+    "hyperpod/test_without_slurm.py",               # 29
     "parallel/test_parallel_4proc.py",              # 27
     "train/test_loss.py",                           # 26
 )

@@ -37,7 +37,7 @@ def test_costs_of_one_kind_compare_and_of_two_kinds_are_refused():
 COMPARISONS = {
     "notebooks/01_when_to_pretrain.ipynb": ("ml.p5en.48xlarge", "ml.trn2.48xlarge"),
     "notebooks/09_trainium_continuous_pretraining.ipynb": ("savings", "USD per million tokens"),
-    "notebooks/11_pretraining_on_aws_in_2026.ipynb": ("stacks = [", "regions.options("),
+    "notebooks/11_pretraining_on_aws_in_2026.ipynb": ("stacks = [", "capacity.Cost(best.reserved_usd"),
 }
 KIND_WORDS = ("price_kind", "price_basis", "price_note", "one_price_kind", "PRICE_BASIS", "capacity.Cost", "EC2 on-demand")
 

@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from fmlab.plan.command import add_plan, number
 
@@ -86,7 +87,8 @@ def cmd_course(args: argparse.Namespace) -> int:
     if args.report and results:
         from fmlab.course.report import write_report
 
-        with stderr_to(course_log(args.output)):  # nbconvert's warnings join the kernels' in the log
+        log = Path(args.output) / "course.log" if args.path else course_log(args.output)  # a path's own log
+        with stderr_to(log):  # nbconvert's warnings join the kernels' in the log
             report = write_report(results, args.report)
         print(f"report: {report}")
     return 0 if all(r.ok for r in results) else 1

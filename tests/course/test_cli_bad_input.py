@@ -55,6 +55,9 @@ BAD = [
     (["data", "inspect", "s3://b/x"], "not a valid S3 bucket name"),
     (["data", "inspect", "{tmp}/no-dataset"], "error:"),
     (["data", "prepare", "--input", "{tmp}/no-corpus", "--output", "{tmp}/out"], "error:"),
+    (["course", "--write-only"], "needs --path one-day or --path two-day"),  # issue 65
+    (["course", "--path", "one-day", "--only", "03"], "drop --only and --no-labs"),
+    (["course", "--path", "half-day"], "invalid choice"),
 ]
 
 

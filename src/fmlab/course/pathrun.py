@@ -99,7 +99,7 @@ def run_path(given: str, output: str | Path | None = None, root: Path = ROOT, jo
         cut = write_path(path, cut_dir, root)
         # the cut notebooks run in notebooks/, as the course's do (relative paths, the kernel's working folder)
         return run_many(cut + labs, out, jobs=jobs, cwd_of=lambda nb: root / "notebooks" if nb in cut else None,
-                        root=root)
+                        root=root, log=out / "course.log")
 
 
 IPYTHON_NAMES = {"display", "get_ipython", "In", "Out", "exit", "quit"}

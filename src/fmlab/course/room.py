@@ -21,10 +21,12 @@ line of a lab's answer. A room adds (each factor with its source, read 2026-11-2
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from fmlab.course import paths, times
 from fmlab.course.paths import DISCUSSION_SHARE, LAB_FACTOR, SLIDE_MINUTES, deck_minutes, lab_minutes
+from fmlab.environment import ROOT
 
 DAY_START, DAY_END = 9 * 60, 17 * 60  # minutes after midnight
 BREAKS = ((10 * 60 + 30, 15, "coffee"), (12 * 60 + 15, 60, "lunch"), (15 * 60, 15, "coffee"))  # (at or after, min)
@@ -67,9 +69,10 @@ def blocks(path: str, data: dict | None = None) -> list[Block]:
 
 
 def milestone(stem: str, sections: list[str]) -> str:
-    last = [k for k in sections if k != times.OPENING]
-    return f"its two-minute check answered (after {'section ' + last[-1] if last and last[-1].isdigit() else last[-1]})" \
-        if last else "its two-minute check answered"
+    """What the room can answer when the block is done: its two-minute check's first question."""
+    from fmlab.course import checks
+
+    return f"the room answers: {checks.answers(stem, {})[0][0]}"
 
 
 def minutes(path: str, data: dict | None = None) -> float:
@@ -123,12 +126,13 @@ def ends(path: str, data: dict | None = None) -> str:
     return last.clock.split("-")[1]
 
 
-# What to drop first when a room runs late, in order: (notebook, section). The spine's own demonstrations go last.
+# What to drop first when a room runs late, in order: (notebook, section); none may take a section a later one needs or
+# one its two-minute check reads (cut_problems). The spine's own demonstrations go last.
 CUTS = {
-    "one day": (("12_capstone", "5"), ("09_trainium_continuous_pretraining", "3"), ("04_data_parallel", "6"),
-                ("03_parallel_jobs_and_warm_pools", "3")),
+    "one day": (("04_data_parallel", "1"), ("12_capstone", "3"), ("05_sharded_data_parallel", "6"),
+                ("04_data_parallel", "6")),
     "two days": (("10_evaluate_export_and_serve", "4"), ("06_tensor_parallel", "5"), ("01_when_to_pretrain", "7"),
-                 ("11_pretraining_on_aws_in_2026", "1"), ("12_capstone", "6"), ("02_data_at_scale", "5")),
+                 ("05_sharded_data_parallel", "2"), ("12_capstone", "6"), ("02_data_at_scale", "5")),
 }
 
 
@@ -144,8 +148,9 @@ def cuts(path: str, data: dict | None = None) -> list[tuple[str, str, float]]:
 
 
 def cut_problems(data: dict | None = None) -> list[str]:
-    """A cut that names a section its path does not take, or one a later section of the path needs."""
-    from fmlab.course import pathrun
+    """A cut that names a section its path does not take, one a later section needs (alone or with the other cuts),
+    or one whose record the notebook's two-minute check reads."""
+    from fmlab.course import checks, pathrun
 
     out = []
     for path, chosen in CUTS.items():
@@ -155,6 +160,12 @@ def cut_problems(data: dict | None = None) -> list[str]:
                 continue
             needed = pathrun.path_problems(path, without={(stem, key)})
             out += [f"CUTS[{path!r}]: without {stem} §{key}, {p}" for p in needed]
+            written = pathrun.record_sections(json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text()))
+            read = {item[1].split("/")[0] for item in checks.CHECKS[stem] if not isinstance(item, checks.Why)}
+            out += [f"CUTS[{path!r}]: without {stem} §{key}, its two-minute check cannot answer from `{name}`"
+                    for name in sorted(read) if written.get(name) == key]
+        together = pathrun.path_problems(path, without=set(chosen))  # a room late all day drops them all
+        out += [f"CUTS[{path!r}] all together: {p}" for p in together]
     return out
 
 

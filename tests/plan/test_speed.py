@@ -274,3 +274,17 @@ def test_the_days_carry_the_planners_error_on_the_published_runs():
                             "--instance", "ml.p4d.24xlarge", "--count", "16", "--mfu", "0.4"],
                            capture_output=True, text=True, timeout=120)
     assert "percentile error" not in typed.stdout  # a typed MFU is the learner's own what-if: no spread to give
+
+
+def test_recomputation_hides_backward_gathers_not_forward_ones():
+    """Full recomputation re-runs each layer's forward in the backward pass, just before its backward: it adds
+    compute the backward's gathers can hide behind, never the forward's (issue 64's lab 07b finding: the planner had
+    counted it beside the forward and hid forward gathers the lab's arithmetic exposes)."""
+    base = dict(model=catalog.model("gpt-30b"), hardware=speed.Hardware("A100-40GB", 128, 8, 400.0),
+                micro_batch=1, global_batch=128)
+    plain = speed.step_time(speed.Workload(parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=32), **base))
+    full = speed.step_time(speed.Workload(parallel=ParallelConfig(sharding="hybrid", hybrid_shard_degree=32,
+                                                                  activation_checkpointing="full"), **base))
+    assert full.communication["fsdp_all_gather_forward"] == pytest.approx(plain.communication["fsdp_all_gather_forward"])
+    assert full.communication["fsdp_all_gather_forward"] > 0.3  # one sequence per GPU: the gathers show
+    assert full.communication["fsdp_backward"] < plain.communication["fsdp_backward"]

@@ -240,7 +240,9 @@ def step_time(w: Workload) -> StepTime:
     else:
         recompute_mb = 0.0  # fmlab's selective re-runs element-wise ops only; flash recomputes inside its kernel
     work_mb = compute_mb + recompute_mb
-    bwd_mb = work_mb * 2 / 3
+    # the recomputed forward runs in the backward pass, layer by layer, just before that layer's backward: the
+    # forward pass is a third of the compute, the backward pass the rest and the recomputation
+    bwd_mb = compute_mb * 2 / 3 + recompute_mb
 
     comm: dict[str, float] = {}
     hidden = 0.0

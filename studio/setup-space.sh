@@ -37,6 +37,11 @@ if [ "${FMLAB_KERNEL_AS_PYTHON3:-1}" = 1 ]; then
     "${backend[@]}"
 fi
 
+# The workshop paths' own notebooks (their sections only), for a room: written once, a learner's edits kept.
+for path in one-day two-day; do
+  "$FMLAB_VENV/bin/python" -m fmlab course --path "$path" --write-only --output "$FMLAB_DIR/workshop/$path"
+done
+
 # The first start opens the course index: a JupyterLab workspace with it open, imported only when the learner has
 # no workspace of their own yet. Paths are relative to the server's root, the home folder in Studio.
 workspaces="$HOME/.jupyter/lab/workspaces"

@@ -48,7 +48,8 @@ def _add_course(sub: argparse._SubParsersAction) -> None:
                    help="execute a workshop path as its learners run it: its sections only, in order, and its labs "
                         "(into build/paths/<path>/ unless --output says otherwise)")
     p.add_argument("--write-only", action="store_true",
-                   help="with --path: write the path's cut notebooks into workshop/<path>/ for a room to open; run none")
+                   help="with --path: write the path's cut notebooks into workshop/<path>/ (or --output) for a room to "
+                        "open; run none; a notebook already there is kept")
     p.add_argument("--jobs", type=number(int, 1, "the number of notebooks run at once", low_ok=True), default=2,
                    help="notebooks executed at the same time, each in its own kernel (default 2; 1: one by one)")
     p.add_argument("--report", default="build/course-report.html",
@@ -69,8 +70,11 @@ def cmd_course(args: argparse.Namespace) -> int:
         if args.write_only:
             from fmlab.course.pathrun import write_path
 
-            written = write_path(args.path)
-            print(f"wrote {len(written)} notebooks into {written[0].parent}: open them in order, run each top to bottom")
+            folder = Path(args.output if args.output != "build/executed" else f"workshop/{args.path}")
+            written = write_path(args.path, folder, overwrite=False)
+            kept = len(list(folder.glob("*.ipynb"))) - len(written)
+            print(f"wrote {len(written)} notebooks into {folder}" + (f" ({kept} already there, kept as they are)"
+                  if kept else "") + ": open them in order, run each top to bottom")
             return 0
         if args.output == "build/executed":
             args.output = f"build/paths/{args.path}"

@@ -72,6 +72,8 @@ def test_a_bad_path_name_says_which_exist(tmp_path):
         pathrun.path_name("half-day")
     written = pathrun.write_path("one-day", tmp_path)
     assert [p.stem for p in written] == [p.stem for p in pathrun.path_notebooks("one day")]
+    written[0].write_text("{}")  # the learner's own copy
+    assert pathrun.write_path("one-day", tmp_path, overwrite=False) == [] and written[0].read_text() == "{}"
     assert all(p.stem in paths.ONE_DAY for p in written)
     assert not (ROOT / "workshop" / "one-day" / "x").exists()
 

@@ -98,6 +98,9 @@ def test_studio_lifecycle_script_sets_up_a_fresh_space(tmp_path):
                          capture_output=True, text=True, check=True)
     assert run.stdout.startswith("2.13.0")
 
+    for path, first_notebook in (("one-day", "03_parallel_jobs_and_warm_pools"), ("two-day", "01_when_to_pretrain")):
+        written = sorted((home / "fmlab/workshop" / path).glob("*.ipynb"))
+        assert written and written[0].stem == first_notebook, (path, written)
     workspace_files = list((home / ".jupyter/lab/workspaces").glob("default-*.jupyterlab-workspace"))
     assert len(workspace_files) == 1
     workspace = json.loads(workspace_files[0].read_text())
@@ -107,12 +110,15 @@ def test_studio_lifecycle_script_sets_up_a_fresh_space(tmp_path):
     edited = home / "fmlab/notebooks/index.ipynb"
     edited.write_text(edited.read_text() + "\n")
     mine = edited.read_text()
+    worked = home / "fmlab/workshop/one-day/03_parallel_jobs_and_warm_pools.ipynb"
+    worked.write_text(worked.read_text().replace("learning_rates = ", "learning_rates = [1e-3] or "))
+    work = worked.read_text()
     workspace_files[0].write_text(json.dumps({"data": {}, "metadata": {"id": "/default"}}))
     (home / ".fmlab-setup/status").unlink()
     second = _start_space(home, repo, torch_index)
     assert second.returncode == 0, second.stderr
     assert _wait_for(home).startswith("ready")
-    assert edited.read_text() == mine
+    assert edited.read_text() == mine and worked.read_text() == work  # a learner's workshop notebook is kept
     assert json.loads(workspace_files[0].read_text())["data"] == {}
 
 

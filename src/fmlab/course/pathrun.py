@@ -71,15 +71,19 @@ def path_notebooks(path: str, root: Path = ROOT) -> list[Path]:
     return [nb for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")) if nb.stem in table]
 
 
-def write_path(given: str, folder: str | Path | None = None, root: Path = ROOT) -> list[Path]:
+def write_path(given: str, folder: str | Path | None = None, root: Path = ROOT,
+               overwrite: bool = True) -> list[Path]:
     """Write the path's cut notebooks (no outputs) into `folder` (default workshop/<path>/): what a room opens and
-    runs top to bottom, deep dives left out."""
+    runs top to bottom, deep dives left out. With `overwrite=False` a notebook already there is kept as it is (a
+    learner's own work is never replaced); the notebooks written are returned."""
     path = path_name(given)
     folder = Path(folder or root / "workshop" / path.replace(" ", "-"))
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for nb in path_notebooks(path, root):
         target = folder / nb.name
+        if target.exists() and not overwrite:
+            continue
         target.write_text(json.dumps(path_notebook(json.loads(nb.read_text()), path, nb.stem), indent=1,
                                      ensure_ascii=False) + "\n")
         written.append(target)

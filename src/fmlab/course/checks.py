@@ -211,8 +211,8 @@ def answers(stem: str, records: dict | None = None) -> list[tuple[str, str]]:
 
 
 def markdown(stem: str, records: dict | None = None) -> str:
-    lines = ["### Two-minute check", "", "Answer from what this notebook printed and why, then open the answer "
-             f"(or check a choice: `answer({stem!r}, 3, \"b\")`)."]
+    lines = ["### Two-minute check", "", "Answer from what this notebook printed and why, then open the answer, or "
+             f"check your choice in a cell: `from fmlab.course.checks import answer; answer({stem!r}, 3, \"b\")`."]
     for i, (question, answer) in enumerate(answers(stem, records), 1):
         lines += ["", f"{i}. {question}", "", f"<details><summary>answer</summary>{answer}</details>"]
     return "\n".join(lines)

@@ -80,12 +80,14 @@ def module_block(number: str, data: dict | None = None) -> str:
         if not stem.startswith(number + "_"):
             continue
         deep = paths.deep_dives(stem, sections)
-        lines.append(f"- **{stem}**: {'; '.join(paths.per_path(stem, sections, ' '))}.")
+        lines.append(f"- **{stem}**: {'; '.join(paths.per_path(stem, sections, ' '))} (a room's minutes on the "
+                     "workshop paths, a reader's for the full course).")
         lines.append(f"  Skip under time pressure: {'; '.join(deep) if deep else 'nothing (every section is core)'}.")
     labs = {name: lab for name, lab in data["labs"].items() if name.startswith(f"lab_{number}")}
     for name, lab in labs.items():
         on = [p for p in paths.PATH_NAMES if name in paths.labs(p, data)]
-        lines.append(f"- **{name}**: {paths.fmt_minutes(lab['minutes'])} ({lab['answer_lines'] or lab['exercises']} "
+        lines.append(f"- **{name}**: {paths.fmt_minutes(lab['minutes'])} for a reader, "
+                     f"{paths.fmt_minutes(paths.lab_minutes(lab))} in a room ({lab['answer_lines'] or lab['exercises']} "
                      f"{'lines to write' if lab['answer_lines'] else 'exercises'}); on {', '.join(on)}.")
     hints = lab_hints(number)
     if hints:

@@ -208,10 +208,10 @@ def header(stem: str, summary: str, data: dict | None = None) -> str:
     """The markdown cell after a notebook's title: what the learner will be able to do (`summary`), its minutes on
     each path and which sections are core."""
     sections = notebook_sections(data)[stem]
-    whole = sum(s["minutes"] for s in sections)
     deep = deep_dives(stem, sections)
     lines = [HEADER_MARK, f"**You will be able to** {summary}.",
-             f"**Time:** {' · '.join(per_path(stem, sections))} (of {fmt_minutes(whole)}; how it is estimated: `docs/instructor.md`). It "
+             f"**Time:** {' · '.join(per_path(stem, sections))} (a room's minutes on the workshop paths, the deck and "
+             f"discussion included; a reader's for the full course; how: `docs/instructor.md`). It "
              "ends with a two-minute check."]
     if deep:
         lines.append(f"**Deep dives** (the full course only): {'; '.join(deep)}.")

@@ -33,7 +33,7 @@ _END = ("What to remember", "Summary", "Takeaways", "Recap")
 CORE: dict[str, tuple[str, ...]] = {
     "01_when_to_pretrain": ("opening", "1", "3", "5", "7", "Summary"),
     "02_data_at_scale": ("opening", "1", "4", "5", "Summary"),
-    "03_parallel_jobs_and_warm_pools": ("opening", "1", "2", "3"),
+    "03_parallel_jobs_and_warm_pools": ("opening", "1", "2", "3", "7"),
     "04_data_parallel": ("opening", "1", "3", "4", "6", "What to remember"),
     "05_sharded_data_parallel": ("opening", "1", "2", "6", "Takeaways"),
     "06_tensor_parallel": ("opening", "1", "5", "Takeaways"),
@@ -48,7 +48,7 @@ CORE: dict[str, tuple[str, ...]] = {
 # the capstone's planning stands in for notebook 01's) (a SIGKILL with an identical loss curve, a real
 # Slurm requeue, the Monte-Carlo of the whole run); the capstone closes the day.
 ONE_DAY: dict[str, tuple[str, ...]] = {
-    "03_parallel_jobs_and_warm_pools": ("opening", "2", "3"),
+    "03_parallel_jobs_and_warm_pools": ("opening", "2", "3", "7"),
     "04_data_parallel": ("opening", "1", "3", "4", "6", "What to remember"),
     "05_sharded_data_parallel": ("opening", "1", "6", "Takeaways"),
     "07_gpt30b_sharded_training": ("opening", "1", "3", "What to remember"),

@@ -2,7 +2,8 @@
 
     python -m fmlab course --path one-day     # or two-day; executed notebooks under build/paths/one-day/
     python -m fmlab course --path one-day --write-only   # the cut notebooks a room opens, in workshop/one-day/
-    pathrun.path_notebook(nb, "one day")       # the notebook cut to the sections the path takes
+    pathrun.path_notebook(data, "one day", stem)   # a notebook (its JSON) cut to the sections the path takes
+    pathrun.path_problems("one-day")           # names a section reads that only a skipped section binds: []
 
 A path names sections (`fmlab.course.paths`: CORE for two days, ONE_DAY for one); a cell belongs to the section
 whose `##` heading comes before it, and cells before the first heading to the "opening". A cell tagged `cleanup` or

@@ -68,9 +68,9 @@ def cmd_course(args: argparse.Namespace) -> int:
             print("error: --path runs a whole path; drop --only and --no-labs", file=sys.stderr)
             return 2
         if args.write_only:
-            from fmlab.course.pathrun import write_path
+            from fmlab.course.pathrun import workshop_folder, write_path
 
-            folder = Path(args.output if args.output != "build/executed" else f"workshop/{args.path}")
+            folder = Path(args.output) if args.output != "build/executed" else workshop_folder(args.path)
             written = write_path(args.path, folder, overwrite=False)
             kept = len(list(folder.glob("*.ipynb"))) - len(written)
             print(f"wrote {len(written)} notebooks into {folder}" + (f" ({kept} already there, kept as they are)"

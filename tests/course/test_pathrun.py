@@ -50,7 +50,7 @@ def test_every_check_reads_records_a_path_section_writes():
         for nb in pathrun.path_notebooks(path):
             cut = pathrun.path_notebook(json.loads(nb.read_text()), path, nb.stem)
             written = set(re.findall(r'record\("([^"]+)"', "".join("".join(c["source"]) for c in cut["cells"])))
-            read = {item[1].split("/")[0] for item in checks.CHECKS[nb.stem] if not isinstance(item, checks.Why)}
+            read = checks.records_read(nb.stem)
             assert read <= written, f"{path}, {nb.stem}: its check reads {sorted(read - written)}, which it skips"
 
 

@@ -236,6 +236,11 @@ def answer(stem: str, number: int, choice: str) -> str:
     return verdict
 
 
+def records_read(stem: str) -> set[str]:
+    """The records (their names, before any `/`) `stem`'s figure questions read."""
+    return {item[1].split("/")[0] for item in CHECKS[stem] if not isinstance(item, Why)}
+
+
 def unsupported(stem: str, records: dict) -> list[str]:
     """The Why questions of `stem` whose `holds` fails on `records`: the notebook no longer computes what the answer
     says it does."""
@@ -243,14 +248,11 @@ def unsupported(stem: str, records: dict) -> list[str]:
     for item in CHECKS[stem]:
         if isinstance(item, Why) and item.holds is not None:
             try:
-                ok = item.holds(records)
+                failed = None if item.holds(records) else ""
             except (KeyError, IndexError, TypeError) as e:
-                ok, item_error = False, e
-            else:
-                item_error = None
-            if not ok:
-                out.append(f"{stem}: {item.question!r} no longer holds on the records"
-                           + (f" ({item_error!r})" if item_error else ""))
+                failed = f" ({e!r})"
+            if failed is not None:
+                out.append(f"{stem}: {item.question!r} no longer holds on the records{failed}")
     return out
 
 

@@ -52,7 +52,7 @@ def cell_sections(notebook: dict) -> list[str]:
 
 
 def taken_keys(path: str, stem: str) -> tuple[str, ...]:
-    return (paths.CORE if path == "two days" else paths.ONE_DAY).get(stem, ())
+    return paths.table(path).get(stem, ())
 
 
 def path_notebook(notebook: dict, path: str, stem: str, without: set[tuple[str, str]] = frozenset()) -> dict:
@@ -68,8 +68,12 @@ def path_notebook(notebook: dict, path: str, stem: str, without: set[tuple[str, 
 
 def path_notebooks(path: str, root: Path = ROOT) -> list[Path]:
     """The notebooks `path` takes, in course order."""
-    table = paths.CORE if path == "two days" else paths.ONE_DAY
-    return [nb for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")) if nb.stem in table]
+    return [nb for nb in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")) if nb.stem in paths.table(path)]
+
+
+def workshop_folder(given: str, root: Path = ROOT) -> Path:
+    """Where a path's cut notebooks go for a room: workshop/one-day/ or workshop/two-day/."""
+    return root / "workshop" / path_name(given).replace(" days", "-day").replace(" day", "-day")
 
 
 def write_path(given: str, folder: str | Path | None = None, root: Path = ROOT,
@@ -78,7 +82,7 @@ def write_path(given: str, folder: str | Path | None = None, root: Path = ROOT,
     runs top to bottom, deep dives left out. With `overwrite=False` a notebook already there is kept as it is (a
     learner's own work is never replaced); the notebooks written are returned."""
     path = path_name(given)
-    folder = Path(folder or root / "workshop" / path.replace(" ", "-"))
+    folder = Path(folder or workshop_folder(path, root))
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for nb in path_notebooks(path, root):

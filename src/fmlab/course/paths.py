@@ -88,13 +88,17 @@ def notebook_sections(data: dict | None = None) -> dict[str, list[dict]]:
     return data["notebooks"]
 
 
+def table(path: str) -> dict[str, tuple[str, ...]]:
+    """A workshop path's sections per notebook: CORE for two days, ONE_DAY for one."""
+    return CORE if path == "two days" else ONE_DAY
+
+
 def taken(path: str, stem: str, sections: list[dict]) -> list[str]:
     """The keys of `stem`'s sections that `path` takes."""
     keys = [key(s["title"]) for s in sections]
     if path == "full course":
         return keys
-    chosen = CORE if path == "two days" else ONE_DAY
-    return [k for k in keys if k in chosen.get(stem, ())]
+    return [k for k in keys if k in table(path).get(stem, ())]
 
 
 def minutes_taken(path: str, stem: str, sections: list[dict]) -> float | None:
@@ -127,9 +131,7 @@ def deck_minutes(path: str, stem: str, data: dict | None = None) -> float:
 
 def lab_minutes(lab: dict) -> float:
     """A lab in a room: reading and the checks' runs as a reader, the writing at LAB_FACTOR."""
-    writing = (lab["answer_lines"] * times.LAB_MINUTES_PER_LINE if lab["answer_lines"]
-               else lab["exercises"] * times.LAB_MINUTES_PER_EXERCISE)
-    return lab["minutes"] + (LAB_FACTOR - 1) * writing
+    return lab["minutes"] + (LAB_FACTOR - 1) * times.writing_minutes(lab["answer_lines"], lab["exercises"])
 
 
 def room_minutes(path: str, stem: str, sections: list[dict], data: dict | None = None) -> float | None:

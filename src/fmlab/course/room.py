@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 
 from fmlab.course import paths, times
-from fmlab.course.paths import DISCUSSION_SHARE, LAB_FACTOR, SLIDE_MINUTES, deck_minutes, lab_minutes
+from fmlab.course.paths import DISCUSSION_SHARE, LAB_FACTOR, SLIDE_MINUTES, lab_minutes
 from fmlab.environment import ROOT
 
 DAY_START, DAY_END = 9 * 60, 17 * 60  # minutes after midnight
@@ -60,15 +60,15 @@ def blocks(path: str, data: dict | None = None) -> list[Block]:
     rows = paths.rows(path, data)
     out = []
     for i, row in enumerate(rows):
-        minutes = row.minutes * (1 + DISCUSSION_SHARE) + deck_minutes(path, row.module, data)
-        out.append(Block(row.module, minutes, "notebook", milestone=milestone(row.module, row.sections)))
+        minutes = paths.room_minutes(path, row.module, paths.notebook_sections(data)[row.module], data)
+        out.append(Block(row.module, minutes, "notebook", milestone=milestone(row.module)))
         if i + 1 == len(rows) or rows[i + 1].module[:2] != row.module[:2]:
             out += [Block(name, lab_minutes(data["labs"][name]), "lab", milestone="every check passes")
                     for name in paths.LABS[path] if name.startswith(f"lab_{row.module[:2]}_")]
     return out
 
 
-def milestone(stem: str, sections: list[str]) -> str:
+def milestone(stem: str) -> str:
     """What the room can answer when the block is done: its two-minute check's first question."""
     from fmlab.course import checks
 
@@ -161,9 +161,8 @@ def cut_problems(data: dict | None = None) -> list[str]:
             needed = pathrun.path_problems(path, without={(stem, key)})
             out += [f"CUTS[{path!r}]: without {stem} §{key}, {p}" for p in needed]
             written = pathrun.record_sections(json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text()))
-            read = {item[1].split("/")[0] for item in checks.CHECKS[stem] if not isinstance(item, checks.Why)}
             out += [f"CUTS[{path!r}]: without {stem} §{key}, its two-minute check cannot answer from `{name}`"
-                    for name in sorted(read) if written.get(name) == key]
+                    for name in sorted(checks.records_read(stem)) if written.get(name) == key]
         together = pathrun.path_problems(path, without=set(chosen))  # a room late all day drops them all
         out += [f"CUTS[{path!r}] all together: {p}" for p in together]
     return out

@@ -91,13 +91,18 @@ def answer_lines(notebook: dict) -> int:
     return lines
 
 
+def writing_minutes(answer_lines: int, exercises: int) -> float:
+    """A reader's minutes writing a lab's answer: a minute a line, or per exercise where it has no answer blocks."""
+    return answer_lines * LAB_MINUTES_PER_LINE if answer_lines else exercises * LAB_MINUTES_PER_EXERCISE
+
+
 def lab_minutes(solution: dict, exercises: int, ran: dict | None = None) -> dict:
     """A lab's minutes: reading, the answer's lines (or its exercises), the checks' run times (from `ran`, the
     executed solution)."""
     words = sum(_words(cell_text(c)) for c in solution["cells"])
     run = sum(_run_seconds(c) for c in (ran or solution)["cells"])
     lines = answer_lines(solution)
-    writing = lines * LAB_MINUTES_PER_LINE if lines else exercises * LAB_MINUTES_PER_EXERCISE
+    writing = writing_minutes(lines, exercises)
     return {"words": words, "answer_lines": lines, "exercises": exercises, "run_seconds": round(run, 1),
             "minutes": round(words / READING_WPM + writing + run / 60, 1)}
 

@@ -210,6 +210,7 @@ def format_plan(run) -> str:
                      f"{st['tokens_per_second_per_gpu']:,.0f} tokens/s per device")
         lines += [f"  exposed    {name:<26} {seconds:.3f} s" for name, seconds in st["communication"].items()]
         lines.append(f"  hidden     {'behind compute':<26} {st['hidden_communication_s']:.3f} s")
+    spread = None
     time_line = f"time         {plan.days:,.1f} days"
     if plan.step:  # a predicted step: the days carry the planner's error on published runs
         from fmlab.plan import published
@@ -235,12 +236,11 @@ def format_plan(run) -> str:
                  f"{run.keep_checkpoints} kept")
     lines.append(f"steps        {run.steps:,} of {run.global_batch_tokens:,} tokens, {run.step_seconds:.2f} s each")
     covers = ""
-    if plan.step:
-        from fmlab.plan import capacity, published
+    if spread:
+        from fmlab.plan import capacity
 
-        slow = published.error_spread().high
-        covers = (f", which covers the planner's slow end x{slow:.2f}" if slow <= capacity.JOB_MARGIN else
-                  f"; the planner's slow end x{slow:.2f} is beyond it: reserve more")
+        covers = (f", which covers the planner's slow end x{spread.high:.2f}" if spread.high <= capacity.JOB_MARGIN
+                  else f"; the planner's slow end x{spread.high:.2f} is beyond it: reserve more")
     lines.append(f"reserve      {run.reserved_days} days of a training plan (the job x1.2{covers}, its start-up, the "
                  "last 30 minutes)" if run.reserved_days else "reserve      more than one reservation holds: split the run")
     if plan.fits:

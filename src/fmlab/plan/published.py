@@ -48,7 +48,7 @@ DEFAULTS = {"attention": "flash", "kernels": "fused", "gpu_power_watts": "the pa
 
 def format_problems(run) -> list[str]:
     """Every field `run` lacks that the format requires, and every field it has that the format does not know, each
-    named with the run: '' when the run is well formed."""
+    named with the run: [] when the run is well formed."""
     name = run.get("name", "?") if isinstance(run, dict) else "?"
     if not isinstance(run, dict):
         return [f"a run must be a JSON object, not {type(run).__name__}"]
@@ -65,18 +65,14 @@ def format_problems(run) -> list[str]:
     return out
 
 
-def _field(run: dict, section: str, key: str, kind: type, default=None):
-    where = run.get(section, {})
-    if key not in where:
-        if default is not None:
-            return default
-        raise PlanError(f"run {run.get('name', '?')!r}: {section}.{key} is missing (docs/published-runs.md lists "
-                        f"the fields)")
-    value = where[key]
+def _field(run: dict, section: str, key: str, kind: type | tuple[type, ...]):
+    """`run[section][key]`, of type `kind` (format_problems has made sure it is there)."""
+    value = run[section][key]
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        raise PlanError(f"run {run.get('name', '?')!r}: {section}.{key} must be a {kind.__name__}, got {value!r}")
+        raise PlanError(f"run {run.get('name', '?')!r}: {section}.{key} must be a "
+                        f"{getattr(kind, '__name__', 'number')}, got {value!r}")
     return value
 
 

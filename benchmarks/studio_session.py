@@ -26,37 +26,19 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+from course_memory import GIB, tree_pss  # this script's folder: the same PSS reading
 
 from fmlab.course import pathrun, paths
 from fmlab.environment import ROOT, free_port
 
-GIB = 1024**3
 
-
-def tree_pss(pid: int) -> tuple[int, dict[int, int]]:
+def tree_and_children(pid: int) -> tuple[int, dict[int, int]]:
     """(bytes of PSS of `pid` and its descendants, {child pid: its own subtree's bytes} for its direct children)."""
     try:
-        root = psutil.Process(pid)
+        children = psutil.Process(pid).children()
     except psutil.Error:
         return 0, {}
-
-    def one(p: psutil.Process) -> int:
-        total = 0
-        for q in [p, *p.children(recursive=True)]:
-            try:
-                total += q.memory_full_info().pss
-            except psutil.Error:
-                pass
-        return total
-
-    children = {}
-    for child in root.children():
-        children[child.pid] = one(child)
-    try:
-        own = root.memory_full_info().pss
-    except psutil.Error:
-        own = 0
-    return own + sum(children.values()), children
+    return tree_pss(pid), {child.pid: tree_pss(child.pid) for child in children}
 
 
 def api(port: int, token: str, method: str, route: str, body: dict | None = None) -> dict:
@@ -116,7 +98,7 @@ def main() -> None:
 
     def sample() -> None:
         while not done.is_set():
-            total, _ = tree_pss(server.pid)
+            total = tree_pss(server.pid)
             if total > peak["bytes"]:
                 peak.update(bytes=total, at=current["at"])
             time.sleep(0.5)
@@ -124,7 +106,7 @@ def main() -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     time.sleep(3)
-    alone, _ = tree_pss(server.pid)
+    alone = tree_pss(server.pid)
     rows = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=".studio-", dir=ROOT / "notebooks") as cut_dir:
@@ -143,12 +125,12 @@ def main() -> None:
             begin = time.perf_counter()
             error = run_cells(connection, nb)
             time.sleep(2)  # what the cells started has ended; the kernel stays open, as a learner leaves it
-            total, children = tree_pss(server.pid)
+            total, children = tree_and_children(server.pid)
             rows.append({"notebook": nb.name, "ok": not error, "error": error, "seconds": round(time.perf_counter() - begin, 1),
                          "tree_gib_after": round(total / GIB, 2)})
             print(f"{nb.name:45} {'ok' if not error else 'FAILED ' + error[:60]} {rows[-1]['seconds']:6.1f} s; "
                   f"JupyterLab and {len(rows)} kernels: {total / GIB:.2f} GiB", flush=True)
-        at_rest, children = tree_pss(server.pid)
+        at_rest, children = tree_and_children(server.pid)
         done.set()
         sampler.join()
         kernels = sorted(children.values())

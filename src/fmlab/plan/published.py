@@ -27,6 +27,13 @@ COURSE_RUNS = Path(__file__).resolve().parents[3] / "tests" / "plan" / "publishe
 
 ARCHS = {"gpt": "opt", "llama": "llama"}  # the format's architectures as fmlab's model families
 PRECISIONS = ("bf16", "fp16")
+# none; selective (Korthikanti et al.'s: the attention core re-run, nothing extra under a fused attention kernel; or
+# fmlab's engine: every matmul output kept); per_op (torchtitan's default selective: every second matmul re-run,
+# fmlab.plan.speed.MATMUL_ORDER); full (every layer's forward re-run)
+CHECKPOINTING = ("none", "selective", "per_op", "full")
+# none (replicated weights: DDP); zero1 (optimizer states sharded: ZeRO-1, Megatron's distributed optimizer, with its
+# overlapped gradient reduce-scatter and parameter all-gather); full (ZeRO-3, FSDP); hybrid (HSDP, MiCS)
+SHARDINGS = ("none", "zero1", "full", "hybrid")
 REQUIRED = {"name": str, "model": dict, "hardware": dict, "layout": dict, "batch": dict, "reported": dict}
 # The format, read strictly: every field a section may hold, and whether a run must give it. A field not listed is an
 # error (a misspelling must not pass as a default); the three optional ones have a stated default (docs/published-runs.md).
@@ -100,9 +107,15 @@ def workload(run: dict) -> Workload:
                   float(_field(run, "hardware", "inter_node_gbps", (int, float))),
                   _field(run, "hardware", "intra_node", str), float(power) if power else None)
     sharding = _field(run, "layout", "sharding", str)
+    if sharding not in SHARDINGS:
+        raise PlanError(f"run {run['name']!r}: layout.sharding must be one of {', '.join(SHARDINGS)}, not {sharding!r}")
+    checkpointing = _field(run, "layout", "activation_checkpointing", str)
+    if checkpointing not in CHECKPOINTING:
+        raise PlanError(f"run {run['name']!r}: layout.activation_checkpointing must be one of "
+                        f"{', '.join(CHECKPOINTING)}, not {checkpointing!r}")
     layout = ParallelConfig(sharding=sharding, hybrid_shard_degree=_field(run, "layout", "hybrid_shard_degree", int),
                             tp=_field(run, "layout", "tp", int), pp=_field(run, "layout", "pp", int),
-                            activation_checkpointing=_field(run, "layout", "activation_checkpointing", str))
+                            activation_checkpointing="selective" if checkpointing == "per_op" else checkpointing)
     precision = run["precision"]
     if precision not in PRECISIONS:
         raise PlanError(f"run {run['name']!r}: precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
@@ -112,7 +125,8 @@ def workload(run: dict) -> Workload:
                     sequence_parallel=_field(run, "layout", "sequence_parallel", bool),
                     attention=run["layout"].get("attention", DEFAULTS["attention"]),
                     kernels=run["layout"].get("kernels", DEFAULTS["kernels"]),
-                    gradient_bytes=2 if precision == "fp16" else 4)
+                    gradient_bytes=2 if precision == "fp16" else 4,
+                    recompute="per_op" if checkpointing == "per_op" else "")
 
 
 def load(path: str | Path) -> list[dict]:
@@ -175,6 +189,11 @@ class ErrorSpread:
     high: float
     runs: int
     path: str
+
+    @property
+    def range(self) -> tuple[float, float]:
+        """(low, high): how many times the predicted days a run takes at the fast and the slow end."""
+        return self.low, self.high
 
     def days(self, predicted_days: float) -> tuple[float, float]:
         """The days a run predicted at `predicted_days` takes at the low and the high end of the error: a

@@ -135,6 +135,7 @@ class Chances:
     restart_minutes: float = ASSUMPTIONS.restart_minutes  # the job's restart: processes, rendezvous, NCCL, loader
     unrecoverable_share: float = ASSUMPTIONS.unrecoverable_share  # failures checkpointless cannot absorb
     checkpointless_overhead: float = ASSUMPTIONS.checkpointless_overhead
+    speed_error: float = 1.0  # the step's real time over the planner's prediction (its error on published runs)
 
     def __post_init__(self):
         for f in fields(Chances):
@@ -150,6 +151,9 @@ class Chances:
         if self.sync_over_async < 1:
             raise PlanError(f"the brief's sync_over_async is how many times less an asynchronous save stalls: >= 1, "
                             f"not {self.sync_over_async!r}")
+        if self.speed_error <= 0:
+            raise PlanError(f"the brief's speed_error is the real step over the predicted one: > 0 (1 = as predicted), "
+                            f"not {self.speed_error!r}")
         if self.node_mtbf_hours <= 0:
             raise PlanError(f"the brief's node_mtbf_hours must be > 0, not {self.node_mtbf_hours!r}")
         if self.spikes_per_run > MAX_SPIKES_PER_RUN:
@@ -210,11 +214,12 @@ def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to
                         f"{plan.instance} to price the on-demand hours with (the reserved rates' date: "
                         "capacity.PRICE_BASIS)")
     cluster = platforms.platform(platform).cluster_usd_per_hour if platform else 0.0  # billed the whole run
-    tokens_per_hour = plan.tokens / (plan.days * 24)
+    work_hours = plan.days * 24 * chances.speed_error  # the planner's step, as fast or as slow as it really runs
+    tokens_per_hour = plan.tokens / work_hours
     eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token
     return Scenario(
-        work_hours=plan.days * 24, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
-        restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds,
+        work_hours=work_hours, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
+        restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds * chances.speed_error,
         unrecoverable_share=chosen.unrecoverable_share if chosen.loses == "step" else 1.0,
         durable_restart_hours=chosen.durable_restart_hours, hang_share=chances.hang_share,
         detection_hours=reliability.hang_detection_hours(collective_timeout_s), straggler_loss=straggler_loss,

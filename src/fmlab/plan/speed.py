@@ -61,6 +61,25 @@ OPTIMIZER_BYTES = 30
 # fused kernels, Meta's); "eager": PyTorch running one kernel per operation. Launch gaps, GEMM shapes below the best
 # one, unfused small ops: they all live here.
 KERNEL_EFFICIENCY = {"fused": 0.76, "eager": 0.59}
+# torchtitan's per-op selective checkpointing (activation_checkpoint.mode "selective", selective_ac_option "op", its
+# default; torchtitan/distributed/activation_checkpoint.py): "Saves output of all compute ops, except every second
+# mm", counting a layer's matmuls in the order its forward runs them, afresh in every layer; the attention kernel's and
+# the reduce-scatters' outputs are kept. So the backward re-runs the 2nd, 4th, ... matmul of each layer, the
+# element-wise ops, and the sequence-parallel all-gathers that feed them. A layer's matmuls, in forward order, as
+# functions of the model's shape (the parameters each multiplies by):
+MATMUL_ORDER = {
+    "llama": ("wq", "wk", "wv", "wo", "w1", "w3", "w2"),  # q, k, v, out; then w2(silu(w1(x)) * w3(x)): w1 before w3
+    "opt": ("q", "k", "v", "out", "fc1", "fc2"),
+}
+RECOMPUTES = ("none", "selective", "per_op", "full", "offload")
+# Compute that runs while a collective runs beside it is slower: NCCL's kernels hold SMs (16 of an H100's 132 for its
+# NVLS all-reduce, NCCL src/transport/nvls.cc NVLS_NCHANNELS_SM90, one block a channel) and compete for memory
+# bandwidth ("Very likely, they're competing for memory bandwidth": NCCL's maintainer, NVIDIA/nccl issue #1428).
+# Lee et al. 2025 ("Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning",
+# arXiv 2507.03114, abstract, GPT and Llama models on 4 A100, H100, MI250 and MI210): "overlapping computation and
+# communication can result in an average computational slowdown of 18.9%, with a maximum of 40.0%". Read
+# 2026-11-29. The step pays that share of every second of communication it hides behind compute.
+OVERLAP_SLOWDOWN = 0.189
 FIXED_STEP_S = 0.005  # host work per step (logging, the data loader's hand-off, a sync): an estimate, a few ms
 DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb: the last bucket cannot overlap anything
 GATHER_BYTES = 2  # FSDP/ZeRO-3 gather 16-bit parameters
@@ -94,8 +113,11 @@ class Workload:
     gradient_bytes: int = 4  # gradients reduced in fp32 (PyTorch's FSDP2/DDP defaults, fmlab's engine, Megatron bf16)
     kernels: str = "fused"  # fused (torch.compile, Megatron's kernels) | eager (PyTorch, an op at a time)
     kernel_efficiency: float = 0.0  # 0: KERNEL_EFFICIENCY[kernels]; 1: the ideal step (every kernel at its best)
+    recompute: str = ""  # "": the layout's (parallel.recompute); "per_op": torchtitan's per-op policy (timed only)
 
     def __post_init__(self) -> None:
+        if self.recompute and self.recompute not in RECOMPUTES:
+            raise PlanError(f"recompute must be one of {', '.join(RECOMPUTES)}, not {self.recompute!r}")
         if self.kernels not in KERNEL_EFFICIENCY:
             raise PlanError(f"kernels must be one of {', '.join(KERNEL_EFFICIENCY)}, not {self.kernels!r}")
         if not self.kernel_efficiency:
@@ -120,14 +142,29 @@ class StepTime:
     global_batch: int
     communication: dict = field(default_factory=dict)  # exposed seconds by collective
     hidden_communication_s: float = 0.0  # what overlapped with compute
+    overlap_slowdown_s: float = 0.0  # what the compute beside it lost: OVERLAP_SLOWDOWN x hidden_communication_s
 
     def breakdown(self) -> dict[str, float]:
         return {"compute_s": self.compute_s, "recompute_s": self.recompute_s,
-                "exposed_communication_s": self.exposed_communication_s, "bubble_s": self.bubble_s,
-                "optimizer_s": self.optimizer_s, "fixed_s": self.fixed_s, "step_s": self.step_s}
+                "exposed_communication_s": self.exposed_communication_s, "overlap_slowdown_s": self.overlap_slowdown_s,
+                "bubble_s": self.bubble_s, "optimizer_s": self.optimizer_s, "fixed_s": self.fixed_s,
+                "step_s": self.step_s}
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def per_op_matmul_share(m: ModelPreset) -> float:
+    """The share of a decoder layer's matmul FLOPs that per-op selective checkpointing re-runs: its 2nd, 4th, ...
+    matmuls in forward order (MATMUL_ORDER). Llama 3 8B: wk, wo and w3, 0.37 of the layer's matmuls."""
+    h, f, kv = m.hidden, m.ffn, m.n_kv_heads * m.head_dim
+    width = {"wq": h * h, "wk": h * kv, "wv": h * kv, "wo": h * h, "w1": h * f, "w3": h * f, "w2": f * h,
+             "q": h * h, "k": h * kv, "v": h * kv, "out": h * h, "fc1": h * f, "fc2": f * h}
+    try:
+        order = MATMUL_ORDER[m.family]
+    except KeyError:
+        raise PlanError(f"per-op checkpointing is timed for {', '.join(MATMUL_ORDER)} layers, not {m.family!r}") from None
+    return sum(width[name] for name in order[1::2]) / sum(width[name] for name in order)
 
 
 # ---------------------------------------------------------------- collectives
@@ -232,11 +269,15 @@ def step_time(w: Workload) -> StepTime:
     elementwise = ELEMENTWISE_PASSES * layer_bytes * tokens * layers * (replicated / t) + score_bytes
     elementwise += LOSS_BYTES_PER_VOCAB * m.vocab * tokens / t / p
     compute_mb = (3 * matmul_fwd / matmul_rate + attn_s + elementwise / hbm) / w.kernel_efficiency
-    recompute = cfg.recompute
+    recompute = w.recompute or cfg.recompute
+    share = per_op_matmul_share(m) if recompute == "per_op" else 0.0
     if recompute in ("full", "offload"):
         recompute_mb = (matmul_fwd / matmul_rate + attn_recompute_s + elementwise / 3 / hbm) / w.kernel_efficiency
     elif recompute == "selective" and w.attention == "unfused":  # Korthikanti's selective: the attention core again
         recompute_mb = (attn_recompute_s + score_bytes / 3 / hbm) / w.kernel_efficiency
+    elif recompute == "per_op":  # every second matmul of each layer and the element-wise ops; attention is kept
+        layer_matmul_fwd = 2 * tokens * layer_params * layers / t
+        recompute_mb = (share * layer_matmul_fwd / matmul_rate + elementwise / 3 / hbm) / w.kernel_efficiency
     else:
         recompute_mb = 0.0  # fmlab's selective re-runs element-wise ops only; flash recomputes inside its kernel
     work_mb = compute_mb + recompute_mb
@@ -250,7 +291,9 @@ def step_time(w: Workload) -> StepTime:
     if t > 1:
         per_node_tp = min(t, hw.gpus_per_node)
         act = 2 * tokens * m.hidden
-        passes = 4 + (2 if recompute in ("full", "offload") else 0)
+        # per-op checkpointing keeps the reduce-scatters' outputs and re-runs the two all-gathers (one all-reduce's
+        # bytes) that feed the matmuls it recomputes
+        passes = 4 + {"full": 2, "offload": 2, "per_op": 1}.get(recompute, 0)
         tp_s = passes * layers * collective_seconds("all_reduce", act, t, per_node_tp, hw)
         comm["tensor_parallel"] = tp_s * micro_batches
     # the data-parallel side
@@ -285,7 +328,20 @@ def step_time(w: Workload) -> StepTime:
             exposed = max(ar / units, ar - bwd_mb)  # beside the last micro-batch's backward, layer by layer
             comm["replica_all_reduce"] = exposed
             hidden += ar - exposed
-    elif dp > 1:  # DDP, or ZeRO-1/2: the gradients' all-reduce (or reduce-scatter + all-gather, the same bytes)
+    elif dp > 1 and cfg.sharding in ("zero1", "zero2"):
+        # ZeRO-1/2 as Megatron's distributed optimizer runs it: the gradients reduce-scattered bucket by bucket behind
+        # the last micro-batch's backward (--overlap-grad-reduce), each rank's updated 16-bit parameters all-gathered
+        # behind the next step's forward (--overlap-param-gather; both NeMo's defaults): DDP's bytes in two halves,
+        # each with compute beside it (Megatron-LM docs/source/api-guide/dist_optimizer.md and its arguments)
+        per_node_dp = min(dp, dp_per_node)
+        rs = collective_seconds("reduce_scatter", w.gradient_bytes * local_params, dp, per_node_dp, hw)
+        ag = collective_seconds("all_gather", GATHER_BYTES * local_params, dp, per_node_dp, hw)
+        rs_exposed = max(rs * min(1.0, DDP_BUCKET_BYTES / (w.gradient_bytes * local_params)), rs - bwd_mb)
+        ag_exposed = max(ag * min(1.0, DDP_BUCKET_BYTES / (GATHER_BYTES * local_params)), ag - (work_mb - bwd_mb))
+        comm["gradient_reduce_scatter"] = rs_exposed
+        comm["parameter_all_gather"] = ag_exposed
+        hidden += rs + ag - rs_exposed - ag_exposed
+    elif dp > 1:  # DDP: the gradients' all-reduce, bucketed behind the last micro-batch's backward
         ar = collective_seconds("all_reduce", w.gradient_bytes * local_params, dp, min(dp, dp_per_node), hw)
         tail = ar * min(1.0, DDP_BUCKET_BYTES / (w.gradient_bytes * local_params))
         exposed = max(tail, ar - bwd_mb)
@@ -306,11 +362,15 @@ def step_time(w: Workload) -> StepTime:
     optimizer = OPTIMIZER_BYTES * optimizer_owned / hbm
     compute_s = compute_mb * micro_batches
     recompute_s = recompute_mb * micro_batches
-    step = compute_s + recompute_s + exposed_comm + bubble + optimizer + FIXED_STEP_S
+    slowdown = OVERLAP_SLOWDOWN * hidden
+    step = compute_s + recompute_s + exposed_comm + slowdown + bubble + optimizer + FIXED_STEP_S
     step_tokens = global_batch * s
     model_flops = compute.flops_per_token(m, s) * step_tokens
-    hardware_flops = model_flops * (1 + compute.recompute_overhead(m, recompute, s))
+    if recompute == "per_op":
+        hardware_flops = model_flops + share * 2 * breakdown["layers"] * step_tokens
+    else:
+        hardware_flops = model_flops * (1 + compute.recompute_overhead(m, recompute, s))
     peak = gpu.peak_tflops * 1e12 * hw.gpus
     return StepTime(compute_s, recompute_s, exposed_comm, bubble, optimizer, FIXED_STEP_S, step,
                     step_tokens / step / hw.gpus, model_flops / (step * peak), hardware_flops / (step * peak),
-                    micro_batches, global_batch, comm, hidden)
+                    micro_batches, global_batch, comm, hidden, slowdown)

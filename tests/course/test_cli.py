@@ -88,7 +88,8 @@ def test_plan_prints_the_predicted_step_and_bases_the_days_on_it(capsys):
     assert plan["speed_basis"].startswith("predicted step") and plan["global_batch"] == 1024
     assert plan["days"] == pytest.approx(300e9 / (step["tokens_per_second_per_gpu"] * 128) / 86400, rel=1e-6)
     assert step["step_s"] == pytest.approx(sum(step[k] for k in ("compute_s", "recompute_s", "exposed_communication_s",
-                                                                  "bubble_s", "optimizer_s", "fixed_s")))
+                                                                  "overlap_slowdown_s", "bubble_s", "optimizer_s",
+                                                                  "fixed_s")))
     main(["plan", "--model", "gpt-30b", "--tokens", "300e9", "--instance", "ml.p4d.24xlarge", "--count", "16",
           "--sharding", "hybrid", "--hybrid-shard-degree", "32", "--activation-checkpointing", "full",
           "--micro-batch", "4"])

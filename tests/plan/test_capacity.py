@@ -55,13 +55,13 @@ def test_the_choice_is_the_cheapest_feasible_at_the_price_that_applies():
     # reserved p5 at its 2024-12 rate; 8 p5en on demand have no price of that date to weigh against it
     assert (best.region, best.instance) == P5
     p5 = next(r for r in rows if (r.region, r.instance) == P5)
-    # the rate x plan count x the days that hold the job: module 7's predicted 9.0 days (the planner's layout for
-    # 16 p5, fmlab.plan.planned.planned_run) x 1.2 + start-up + the last 30 minutes -> 11 whole days of Capacity Blocks
+    # the rate x plan count x the days that hold the job: module 7's predicted 10.2 days (the planner's layout for
+    # 16 p5, fmlab.plan.planned.planned_run) x 1.2 + start-up + the last 30 minutes -> 13 whole days of Capacity Blocks
     assert p5.days == pytest.approx(planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16).days)
-    assert p5.reserved_days == capacity.reservation(p5.days, kind="capacity block").days == 11
-    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 11)
-    p4d = next(r for r in rows if r.instance == "ml.p4d.24xlarge")  # 34.5 days: Capacity Blocks sell weeks past 14
-    assert p4d.reserved_days == 42 and "34.5 days > deadline 30" in p4d.why_not
+    assert p5.reserved_days == capacity.reservation(p5.days, kind="capacity block").days == 13
+    assert p5.reserved_usd == pytest.approx(39.33 * 16 * 24 * 13)
+    p4d = next(r for r in rows if r.instance == "ml.p4d.24xlarge")  # 36.4 days: Capacity Blocks sell weeks past 14
+    assert p4d.reserved_days == 49 and "36.4 days > deadline 30" in p4d.why_not
 
 
 def test_nothing_feasible_says_what_to_change():

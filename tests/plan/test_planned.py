@@ -49,14 +49,14 @@ def test_the_command_line_and_the_job_carry_one_run(job_and_run):
 
 
 def test_the_figures_of_the_two_runs():
-    """Module 7's run: hybrid 32, full recomputation, 4 x 2 passes, 34.5 days, a save every 153 steps (0.89 h);
-    module 11's on p5: hybrid 32, no recomputation, 2 x 4 passes, 9.0 days, every 586 steps, 11 days reserved."""
+    """Module 7's run: hybrid 32, full recomputation, 8 x 1 pass, 36.4 days, a save every 145 steps (0.89 h);
+    module 11's on p5: hybrid 32, no recomputation, 2 x 4 passes, 10.2 days, every 519 steps, 13 days reserved."""
     p4d, p5 = (planned_run("gpt-30b", 300e9, *RUNS[n]) for n in ("gpt30b", "gpt30b-p5"))
-    assert (p4d.parallel.label, p4d.parallel.recompute, p4d.micro_batch, p4d.grad_accum) == ("hybrid 32", "full", 4, 2)
+    assert (p4d.parallel.label, p4d.parallel.recompute, p4d.micro_batch, p4d.grad_accum) == ("hybrid 32", "full", 8, 1)
     assert (p5.parallel.label, p5.parallel.recompute, p5.micro_batch, p5.grad_accum) == ("hybrid 32", "none", 2, 4)
-    assert round(p4d.days, 1) == 34.5 and round(p5.days, 1) == 9.0 and p5.reserved_days == 11
+    assert round(p4d.days, 1) == 36.4 and round(p5.days, 1) == 10.2 and p5.reserved_days == 13
     assert p4d.global_batch == p5.global_batch == 1024  # GPT-3's 2M tokens for a 30B model, in 2,048-token sequences
-    assert (p4d.checkpoint_every, p5.checkpoint_every) == (153, 586)
+    assert (p4d.checkpoint_every, p5.checkpoint_every) == (145, 519)
     assert p4d.checkpoint_hours == pytest.approx(0.89, abs=0.01) and p5.checkpoint_hours == pytest.approx(0.89, abs=0.01)
     assert p5.keep_checkpoints == max(3, keep_needed(p5.checkpoint_hours, 1.0)) == 3
 

@@ -8,9 +8,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fmlab.plan import catalog, capstone, published, scenario, speed
+from fmlab.plan import catalog, capstone, published, scenario, simulate, speed
 from fmlab.plan import planned
 from fmlab.plan.compute import PlanError
 from fmlab.plan.parallelism import ParallelConfig
@@ -84,7 +85,6 @@ def test_the_held_out_bar_and_every_run_counted():
     assert sum(r["model"]["seq_len"] >= 32768 for r in runs) >= 2
     off = {r["name"]: abs(r["ratio"] - 1) for r in rows}
     assert sum(o <= 0.20 for o in off.values()) >= 0.8 * len(rows)
-    import numpy as np
     assert float(np.median([abs(np.log(r["ratio"])) for r in rows])) <= 0.10
     by_name = {r["name"]: r for r in runs}
     for name, o in off.items():
@@ -92,13 +92,21 @@ def test_the_held_out_bar_and_every_run_counted():
             assert len(by_name[name].get("unexplained", "")) > 100, name  # which term is off, and why
 
 
-def test_the_capstone_ledger_carries_the_planners_error():
-    a = capstone.LEDGER["speed_error"]
-    assert (a.low, a.high) == published.error_spread().range and a.low < 1 < a.high
+def test_each_simulated_run_draws_its_speed_from_the_planners_error():
+    spread = published.error_spread()
+    assert spread.sigma == pytest.approx((np.log(spread.high) - np.log(spread.low)) / (2 * 1.2816), rel=1e-3)
     run = planned.planned_run("gpt-30b", 300e9, "ml.p5.48xlarge", 16)
-    quiet = scenario.scenario_for(run)
-    slow = scenario.scenario_for(run, replace(scenario.QUIET, speed_error=a.high))
-    assert slow.work_hours == pytest.approx(quiet.work_hours * a.high)
-    assert slow.step_seconds == pytest.approx(quiet.step_seconds * a.high)
-    with pytest.raises(PlanError, match="speed_error"):
-        replace(scenario.QUIET, speed_error=0)
+    exact = scenario.scenario_for(run)  # QUIET: no chance at all, the planner's error included
+    assert exact.speed_sigma == 0
+    drawn = simulate.simulate(exact.with_(speed_sigma=spread.sigma), runs=4000, seed=1)
+    expected = [np.exp(-1.2816 * spread.sigma), np.exp(1.2816 * spread.sigma)]  # about the published 10th and 90th
+    assert np.percentile(drawn.speed, [10, 90]) == pytest.approx(expected, rel=0.02)
+    plain = simulate.simulate(exact, runs=4000, seed=1)
+    # the same failures met at each run's own speed: slower runs finish later, and goodput is not the planner's error
+    assert np.corrcoef(drawn.speed, drawn.finish_hours)[0, 1] > 0.9
+    assert drawn.goodput.mean() == pytest.approx(plain.goodput.mean(), abs=0.01)
+    brief = capstone.BRIEFS["gpt-30b"]
+    assert brief.speed_sigma == pytest.approx(spread.sigma)
+    assert any(row["assumption"] == "speed_sigma" for row in capstone.ledger(brief))
+    with pytest.raises(PlanError, match="speed_sigma"):
+        exact.with_(speed_sigma=-0.1)

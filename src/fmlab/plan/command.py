@@ -205,7 +205,8 @@ def format_plan(run) -> str:
     if plan.step:
         st = plan.step
         lines.append(f"  step       {st['step_s']:.3f} s = compute {st['compute_s']:.3f} + recompute "
-                     f"{st['recompute_s']:.3f} + exposed communication {st['exposed_communication_s']:.3f} + bubble "
+                     f"{st['recompute_s']:.3f} + exposed communication {st['exposed_communication_s']:.3f} + compute "
+                     f"slowed beside hidden communication {st['overlap_slowdown_s']:.3f} + bubble "
                      f"{st['bubble_s']:.3f} + optimizer {st['optimizer_s']:.3f} + fixed {st['fixed_s']:.3f}; "
                      f"{st['tokens_per_second_per_gpu']:,.0f} tokens/s per device")
         lines += [f"  exposed    {name:<26} {seconds:.3f} s" for name, seconds in st["communication"].items()]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 
 from fmlab.plan.catalog import ModelPreset
 from fmlab.plan.compute import PlanError
@@ -191,9 +193,10 @@ class ErrorSpread:
     path: str
 
     @property
-    def range(self) -> tuple[float, float]:
-        """(low, high): how many times the predicted days a run takes at the fast and the slow end."""
-        return self.low, self.high
+    def sigma(self) -> float:
+        """The spread of log(predicted / reported) as a normal that puts its 10th and 90th percentiles where the
+        runs put them (z = 1.2816): what the capstone's simulator draws each run's speed from."""
+        return (math.log(self.high) - math.log(self.low)) / (2 * NormalDist().inv_cdf(0.9))
 
     def days(self, predicted_days: float) -> tuple[float, float]:
         """The days a run predicted at `predicted_days` takes at the low and the high end of the error: a

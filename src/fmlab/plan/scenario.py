@@ -30,9 +30,9 @@ Where each input comes from:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
-from fmlab.plan import capacity, platforms, recovery, reliability
+from fmlab.plan import capacity, platforms, published, recovery, reliability
 from fmlab.plan.compute import PlanError
 from fmlab.plan.layout import checkpoint_gb
 from fmlab.plan.simulate import PALM_SPIKES, SYNC_OVER_ASYNC_STALL, UNWATCHED_HOURS, Scenario
@@ -135,7 +135,7 @@ class Chances:
     restart_minutes: float = ASSUMPTIONS.restart_minutes  # the job's restart: processes, rendezvous, NCCL, loader
     unrecoverable_share: float = ASSUMPTIONS.unrecoverable_share  # failures checkpointless cannot absorb
     checkpointless_overhead: float = ASSUMPTIONS.checkpointless_overhead
-    speed_error: float = 1.0  # the step's real time over the planner's prediction (its error on published runs)
+    speed_sigma: float = field(default_factory=lambda: published.error_spread().sigma)  # the planner's error
 
     def __post_init__(self):
         for f in fields(Chances):
@@ -151,9 +151,6 @@ class Chances:
         if self.sync_over_async < 1:
             raise PlanError(f"the brief's sync_over_async is how many times less an asynchronous save stalls: >= 1, "
                             f"not {self.sync_over_async!r}")
-        if self.speed_error <= 0:
-            raise PlanError(f"the brief's speed_error is the real step over the predicted one: > 0 (1 = as predicted), "
-                            f"not {self.speed_error!r}")
         if self.node_mtbf_hours <= 0:
             raise PlanError(f"the brief's node_mtbf_hours must be > 0, not {self.node_mtbf_hours!r}")
         if self.spikes_per_run > MAX_SPIKES_PER_RUN:
@@ -172,7 +169,7 @@ class Chances:
 
 # No chances at all: no hangs, late capacity, failed restarts or spikes (the simulator's plain failures-only run).
 QUIET = Chances(hang_share=0.0, restart_failure_share=0.0, late_probability=0.0, late_mean_hours=0.0,
-                fallback_wait_mean_hours=0.0, spikes_per_run=0.0, alert_share=0.0, alert_hours=0.0)
+                fallback_wait_mean_hours=0.0, spikes_per_run=0.0, alert_share=0.0, alert_hours=0.0, speed_sigma=0.0)
 
 
 def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to S3",
@@ -214,12 +211,12 @@ def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to
                         f"{plan.instance} to price the on-demand hours with (the reserved rates' date: "
                         "capacity.PRICE_BASIS)")
     cluster = platforms.platform(platform).cluster_usd_per_hour if platform else 0.0  # billed the whole run
-    work_hours = plan.days * 24 * chances.speed_error  # the planner's step, as fast or as slow as it really runs
+    work_hours = plan.days * 24
     tokens_per_hour = plan.tokens / work_hours
     eval_seconds = eval_tokens / (3 * tokens_per_hour / 3600)  # forward only: a third of training's cost per token
     return Scenario(
         work_hours=work_hours, nodes=plan.instances, interval_hours=interval_hours, save_seconds=save,
-        restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds * chances.speed_error,
+        restart_hours=chosen.restart_hours, loses=chosen.loses, step_seconds=chosen.step_seconds,
         unrecoverable_share=chosen.unrecoverable_share if chosen.loses == "step" else 1.0,
         durable_restart_hours=chosen.durable_restart_hours, hang_share=chances.hang_share,
         detection_hours=reliability.hang_detection_hours(collective_timeout_s), straggler_loss=straggler_loss,
@@ -231,7 +228,8 @@ def scenario_for(plan, chances: Chances = QUIET, *, option: str = "checkpoint to
         eval_every_hours=math.inf if eval_every_hours is None else eval_every_hours, eval_seconds=eval_seconds,
         node_mtbf_hours=chances.node_mtbf_hours, restart_failure_share=chances.restart_failure_share,
         alert_share=chances.alert_share if alert else 0.0, alert_hours=chances.alert_hours,
-        steady_overhead=chosen.steady_overhead, unwatched_hours=chances.unwatched_hours)
+        steady_overhead=chosen.steady_overhead, unwatched_hours=chances.unwatched_hours,
+        speed_sigma=chances.speed_sigma)
 
 
 # ---------------------------------------------------------------- the simulator's two outside references
@@ -287,6 +285,10 @@ def held_fixed() -> list[dict]:
          "source": "assumed: module 10's held-out gate reads 10M tokens a time, forward only"},
         {"assumption": "start_up_hours", "value": capacity.START_UP_HOURS, "unit": "h",
          "source": "the course's allowance per job start: instances, image, data and checkpoint (capacity)"},
+        {"assumption": "speed_sigma", "value": Chances().speed_sigma, "unit": "",
+         "source": "the planner's own error: each simulated run's step is the predicted one times e^N(0, sigma), "
+                   "sigma putting the 10th and 90th percentiles at the published runs' predicted / reported "
+                   "(published.error_spread, notebook 07)"},
         {"assumption": "s3_gb_per_s_per_node", "value": ASSUMPTIONS.s3_write_gb_per_s_per_node, "unit": "GB/s",
          "source": "module 8's assumption: 10 Gbit/s per node to and from S3, saves and restarts alike "
                    "(recovery.Assumptions)"},

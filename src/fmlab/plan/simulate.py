@@ -74,7 +74,7 @@ _NUMBER_FIELDS = ("work_hours", "interval_hours", "save_seconds", "restart_hours
                   "straggler_loss", "job_hours", "start_up_hours", "window_hours", "fallback_wait_mean_hours",
                   "spike_mean_hours", "eval_every_hours", "eval_seconds", "unwatched_hours", "late_probability",
                   "late_mean_hours", "reserved_usd_per_hour", "on_demand_usd_per_hour", "reserved_hours_bought",
-                  "restart_failure_share", "alert_share", "alert_hours", "steady_overhead")
+                  "restart_failure_share", "alert_share", "alert_hours", "steady_overhead", "speed_sigma")
 
 
 def _number(name: str, value) -> float:
@@ -124,6 +124,7 @@ class Scenario:
     alert_share: float = 0.0  # loss spikes a loss alert on the training loss catches ...
     alert_hours: float = 0.0  # ... within this long
     steady_overhead: float = 0.0  # share of training time lost every step (e.g. a replica kept in step)
+    speed_sigma: float = 0.0  # each run's step is the planned one times e^N(0, speed_sigma): the planner's error
 
     def __post_init__(self):
         if isinstance(self.interval_hours, float) and math.isinf(self.interval_hours):
@@ -184,6 +185,7 @@ class Outcomes:
     waited_hours: np.ndarray  # waiting for the fallback's capacity after the window
     on_demand_hours: np.ndarray
     extensions: np.ndarray  # extensions bought (each extension_days)
+    speed: np.ndarray | None = None  # each run's real step over the planned one (None: all as planned)
 
     @property
     def runs(self) -> int:
@@ -197,7 +199,8 @@ class Outcomes:
     def goodput(self) -> np.ndarray:
         """New training at full speed over the wall clock once the capacity is there (start-ups, saves, failures
         and stragglers are the rest)."""
-        return self.scenario.work_hours / (self.finish_hours - self.late_hours - self.waited_hours)
+        work = self.scenario.work_hours * (1.0 if self.speed is None else self.speed)
+        return work / (self.finish_hours - self.late_hours - self.waited_hours)
 
     def p_miss(self, deadline_hours: float) -> float:
         return float(np.mean(self.finish_hours > deadline_hours))
@@ -283,7 +286,11 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
         work *= 1 + s.eval_seconds / 3600 / s.eval_every_hours  # the gate's evaluations stall training
     tau, save = s.interval_hours, s.save_seconds / 3600
     cycle, mtbf = tau + save, s.mtbf_hours
-    _refuse_what_cannot_finish(s, work, tau, cycle, mtbf)
+    # each run's step as fast or as slow as the planner's error allows: drawn from a stream of its own, so the
+    # failures, spikes and waits of every run are those it meets at the planned speed
+    speed = np.exp(np.random.default_rng([seed, 63]).normal(0.0, s.speed_sigma, runs)) if s.speed_sigma else None
+    _refuse_what_cannot_finish(s, work * math.exp(3 * s.speed_sigma), tau, cycle, mtbf)
+    work = work * speed if speed is not None else np.full(runs, work)
 
     late = np.where(rng.random(runs) < s.late_probability, rng.exponential(max(s.late_mean_hours, 1e-12), runs), 0.0)
     wall = late + s.start_up_hours  # the first job's start-up
@@ -303,7 +310,7 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
         if idx.size == 0:
             break
         ph = phase[idx]
-        remaining = work - anchor[idx]
+        remaining = work[idx] - anchor[idx]
         full = np.maximum(np.ceil(remaining / tau - 1e-12) - 1, 0)  # cycles (with their saves) before the last
         to_finish = np.maximum(full * cycle + (remaining - full * tau) - ph, 0.0)
         to_failure = rng.exponential(mtbf, idx.size)
@@ -381,4 +388,4 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     cost = (s.reserved_usd_per_hour * (s.reserved_hours_bought + extensions * s.extension_days * HOURS_PER_DAY)
             + s.on_demand_usd_per_hour * on_demand)
     return Outcomes(s, wall, cost, failures, spikes, lost, saves * save, start_ups, late, waited, on_demand,
-                    extensions)
+                    extensions, speed)

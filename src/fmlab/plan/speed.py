@@ -9,11 +9,15 @@
 A step, on one GPU of the slowest pipeline stage, is the sum of:
 - compute: the linear layers at the GPU's measured matmul rate, attention at its fused kernel's rate (causal: half
   the square; FlashAttention's backward re-runs its forward), and the element-wise work (norms, activations,
-  residuals, the loss, the optimizer) at its memory bandwidth; `recompute_s` is what activation checkpointing adds;
+  residuals, the loss, the optimizer) at its memory bandwidth; `recompute_s` is what activation checkpointing adds
+  (full: every layer's forward; torchtitan's per-op policy: every second matmul of a layer, MATMUL_ORDER);
 - communication that nothing hides: tensor parallelism's all-reduces (or reduce-scatter/all-gather with sequence
   parallelism) inside every layer; FSDP's per-layer all-gathers and reduce-scatters, of which only what exceeds the
   compute of the layer beside them shows (FSDP prefetches the next layer); DDP's all-reduce, bucketed behind the
-  last micro-batch's backward; hybrid sharding's replica all-reduce; pipeline sends between stages;
+  last micro-batch's backward; the distributed optimizer's (ZeRO-1) reduce-scatter behind the backward and
+  all-gather behind the next forward; hybrid sharding's replica all-reduce; pipeline sends between stages;
+- what the hidden communication costs the compute beside it (OVERLAP_SLOWDOWN of its time: NCCL's kernels take SMs
+  and memory bandwidth);
 - the pipeline bubble, (p - 1) / (v m) of the pipelined work;
 - the optimizer step (memory-bound) and a fixed cost per step.
 Each collective runs over the links it crosses: inside a node at NVLink's bus bandwidth, across nodes at the node's

@@ -5,14 +5,12 @@ slowdown of compute beside a collective, Megatron's distributed optimizer; and t
 """
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fmlab.plan import catalog, capstone, published, scenario, simulate, speed
-from fmlab.plan import planned
+from fmlab.plan import capstone, catalog, planned, published, scenario, simulate, speed
 from fmlab.plan.compute import PlanError
 from fmlab.plan.parallelism import ParallelConfig
 

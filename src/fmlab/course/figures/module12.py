@@ -9,8 +9,9 @@ from fmlab.course.figures.canvas import new_figure, usd
 
 
 def capstone_outcomes():
-    """Module 12: the 30B brief's finish dates, simulated, for module 11's reservation and for the days sized from
-    P(miss) (capstone.days_for_miss)."""
+    """Module 12: the 30B brief's finish dates, simulated, for module 11's reservation and for the days P(miss)
+    would size were the planner exact (capstone.days_for_miss without the planner's error): each run still draws
+    its speed from that error."""
     from dataclasses import replace
 
     from fmlab.plan import capstone, simulate
@@ -20,7 +21,7 @@ def capstone_outcomes():
     ref = capstone.reference_plan(brief)
     fig = new_figure(8, 3.4)
     ax = fig.add_subplot()
-    sized = capstone.days_for_miss(ref, brief, seeds=(1,), runs=4000)
+    sized = capstone.days_for_miss(ref, replace(brief, speed_sigma=0.0), seeds=(1,), runs=4000)
     days = planned_run(brief.model, brief.tokens, ref.instance, ref.nodes).days
     for run, color in ((ref, "#4c72b0"), (replace(ref, reserved_days=sized), "#dd8452")):
         out = simulate.simulate(capstone.scenario_of(run, brief), runs=4000, seed=1)

@@ -37,10 +37,11 @@ _SEARCHED = {}
 
 def search_here(brief):
     """The check's own search for `brief`, run in this process (the learner's plan_run runs in a child, where the
-    search refuses): what `searching` hands in, looked up by the brief's name."""
-    if brief.name not in _SEARCHED:
-        _SEARCHED[brief.name] = with_reasons(lab12._search(brief, seeds=(7, 8))[0])
-    return _SEARCHED[brief.name]
+    search refuses): what `searching` hands in, looked up by the brief itself (two drawn briefs may share a name:
+    the same model and tokens, other deadlines and platforms)."""
+    if brief not in _SEARCHED:
+        _SEARCHED[brief] = with_reasons(lab12._search(brief, seeds=(7, 8))[0])
+    return _SEARCHED[brief]
 
 
 def searched_beforehand(*briefs):
@@ -49,8 +50,8 @@ def searched_beforehand(*briefs):
 
 
 def searching(brief):
-    """A planner that decides: the check's own search, found beforehand for these briefs (by name)."""
-    return _SEARCHED[brief.name]
+    """A planner that decides: the check's own search, found beforehand for these briefs."""
+    return _SEARCHED[brief]
 
 
 def the_courses_reference(brief):
@@ -59,7 +60,7 @@ def the_courses_reference(brief):
 
 def hard_coded(brief):
     """The plan that meets module 7's 30B brief, handed in for every brief."""
-    return _SEARCHED[capstone.BRIEFS["gpt-30b"].name]
+    return _SEARCHED[capstone.BRIEFS["gpt-30b"]]
 
 
 @pytest.fixture(autouse=True)
@@ -115,12 +116,14 @@ def test_no_switch_in_the_learners_process_turns_the_guard_off(capsys):
     assert "plan_run called lab12.search" in capsys.readouterr().out
 
     def lenient(brief):
+        cannot_work = replace(_SEARCHED[capstone.BRIEFS["gpt-30b"]], nodes=8, reserved_days=1)
         capstone.grade = lambda *a, **k: capstone.Grade(brief.name, [], 0.0, 0.0, 0.0, 1.0)  # the grader, replaced
         object.__setattr__(brief, "deadline_days", 1e9)  # the frozen brief, rewritten
         object.__setattr__(brief, "budget_usd", 1e12)
-        return replace(_SEARCHED[capstone.BRIEFS["gpt-30b"].name], nodes=8, reserved_days=1)  # cannot work
+        return cannot_work
+    deadline = capstone.BRIEFS["gpt-30b"].deadline_days
     assert lab12.check_named(lenient) is False
-    assert capstone.BRIEFS["gpt-30b"].deadline_days == 12 and capstone.grade.__module__ == "fmlab.plan.capstone"
+    assert capstone.BRIEFS["gpt-30b"].deadline_days == deadline and capstone.grade.__module__ == "fmlab.plan.capstone"
 
 
 def test_the_checks_frames_hold_no_plan_while_plan_run_runs():

@@ -84,7 +84,7 @@ def test_the_llama3_record_and_the_job_mtbf(deck):
     from fmlab.course.params import module7_plan
 
     days = module7_plan().days  # module 7's run as notebook 07 plans it: its predicted step
-    assert f"over its {days:.0f} days, expect about **{days * 24 / ours:.1f} interruptions**" in deck  # 35, 2.1
+    assert f"over its {days:.0f} days, expect about **{days * 24 / ours:.1f} interruptions**" in deck  # 36, 2.2
     assert f"Module 7 planned a {days:.0f}-day run on {NODES * catalog.instance(INSTANCE).accelerators} GPUs" in deck
     months, per_day = rec.node_mtbf_hours / 24 / (365.25 / 12), 24 / cluster
     assert f"about once in {months:.0f} months interrupts a {nodes:,}-node job about {per_day:.0f} times a day" in deck

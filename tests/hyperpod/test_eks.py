@@ -140,7 +140,7 @@ def test_the_interval_in_steps_is_dalys_at_the_predicted_step():
         assert scenario.daly_interval_hours(plan, async_save=async_save) == pytest.approx(hours, abs=0.01)
         steps = scenario.checkpoint_every_steps(plan, async_save=async_save)
         assert steps == round(scenario.daly_interval_hours(plan, async_save=async_save) * 3600 / plan.step["step_s"])
-    assert scenario.checkpoint_every_steps(plan) == 586
+    assert scenario.checkpoint_every_steps(plan) == 519
 
 
 def test_the_sagemaker_flavour_is_refused_on_eks(job):

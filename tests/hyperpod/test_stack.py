@@ -27,7 +27,7 @@ def test_the_published_fp8_speedups_are_reproduced_from_their_tables():
 def test_fp8_rows_divide_the_planners_days_and_keep_its_memory():
     rows = stack.fp8_rows(RUN)
     bf16, *fp8 = rows
-    assert bf16.precision == "bf16" and bf16.days == pytest.approx(RUN.days) and 8 < bf16.days < 10  # predicted
+    assert bf16.precision == "bf16" and bf16.days == pytest.approx(RUN.days) and 9 < bf16.days < 11  # predicted
     assert "(predicted)" in bf16.source
     assert len(fp8) == 3  # the three 8B-on-8-H100 measurements
     for row in fp8:
@@ -40,7 +40,7 @@ def test_the_30b_run_as_torchtitans_toml_uses_only_names_torchtitan_has():
     toml = stack.torchtitan_toml(current_stack_run(RUN).config, nodes=16)
     assert toml["parallelism"] == {"data_parallel_shard_degree": 32, "data_parallel_replicate_degree": 4,
                                    "tensor_parallel_degree": 1}  # 128 GPUs: 4 groups of 32, the planned layout
-    assert toml["training"]["global_batch_size"] == RUN.global_batch and toml["checkpoint"]["interval"] == 586
+    assert toml["training"]["global_batch_size"] == RUN.global_batch and toml["checkpoint"]["interval"] == 519
     for section, fields in toml.items():
         assert set(fields) <= set(stack.TORCHTITAN_FIELDS[section]), section
     for name in stack.NAMES:

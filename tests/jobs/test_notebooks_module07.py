@@ -61,7 +61,8 @@ def test_notebook07_plans_climbs_and_runs_the_twin(run_notebook, local_env):
     low, high = rec["nb07.measured_mfu_range"]  # one GPU, eager to compiled
     assert low < high
     published = rec["nb07.published"]  # the chart: the same figures as tests/plan/test_speed.py holds
-    assert published["runs"] >= 12 and published["within_20"] >= 0.8 * published["runs"] and published["worst"] <= 0.35
+    assert published["runs"] >= 24 and published["within_20"] >= 0.8 * published["runs"]
+    assert published["beyond_35"] <= 3  # each with its missing term in its note (tests/plan/test_speed_terms.py)
     assert abs(published["smp_ratio"] - 1) < 0.2
 
     # 2. the ladder: both rungs pass every check; the damaged checkpoint fails its gate

@@ -51,13 +51,13 @@ def test_the_job_on_the_plan_is_todays_stack_and_passes_preflight(no_aws_credent
     assert "mp_parameters" not in request["HyperParameters"]
     hps = request["HyperParameters"]
     assert (hps["sharding"], hps["hybrid_shard_degree"], hps["backend"]) == ('hybrid', '32', 'nccl')
-    assert (hps["micro_batch"], hps["global_batch"], hps["checkpoint_every"]) == ("2", "1024", "586")
+    assert (hps["micro_batch"], hps["global_batch"], hps["checkpoint_every"]) == ("2", "1024", "519")
     # the DLC's aws-ofi-nccl (1.20.0) needs no EFA variable: none is forced (aws-ofi-nccl doc/efa-env-var.md)
     assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO"} & set(request["Environment"])
     assert request["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.2 * run.days * 24 * 3600)
     # the plan bought for this run holds the job: its MaxRuntime, the start-up and the plan's last 30 minutes
     plan = reservation(run.days)
-    assert plan.covers(request["StoppingCondition"]["MaxRuntimeInSeconds"]) and plan.days == run.reserved_days == 11
+    assert plan.covers(request["StoppingCondition"]["MaxRuntimeInSeconds"]) and plan.days == run.reserved_days == 13
     assert not reservation(run.days, margin=1.0).covers(request["StoppingCondition"]["MaxRuntimeInSeconds"])
     report = preflight(request, quotas=False)
     assert report.ok and "training-plan" in {f.check for f in report.findings if f.level == "warn"}

@@ -1,7 +1,7 @@
 """Notebook 12 (the capstone) runs top to bottom on 2 cores in seconds and records its figures: the plan passes its
 brief; the simulator agrees with Young/Daly, with renewal theory's exact expectation and with Llama 3's reported
 effective training time; the bare reservation misses several times as often as module 11's; the margin sized from
-P(miss) passes for less; the sensitivity chart ranks the ledger's assumptions; the 8B brief's platforms are compared."""
+P(miss) needs the rule's days once the planner's own error is drawn, and fewer were the planner exact; the sensitivity chart ranks the ledger's assumptions; the 8B brief's platforms are compared."""
 
 import pytest
 
@@ -37,9 +37,10 @@ def test_notebook_12_plans_simulates_and_prices_each_choice(run_notebook):
     assert bare["P(miss)"] > max(3 * plan_miss, 0.02)  # the margin is insurance: it buys most of the risk away
     assert not next(row for label, row in choices.items() if label.startswith("no detector"))["passes"]
     sized = rec["nb12.sized"]
-    assert sized["sized_days"] < sized["rule_days"] and sized["sized_p_miss"] <= 0.10 and sized["saving"] > 0
+    assert sized["sized_days"] <= sized["rule_days"] and sized["sized_p_miss"] <= 0.10
+    assert sized["exact_days"] < sized["sized_days"]  # what the planner's own error adds to the reservation
     swings = [abs(row["P(miss) at high"] - row["P(miss) at low"]) for row in rec["nb12.sensitivity"]]
-    assert swings == sorted(swings, reverse=True) and swings[0] > 0.3
+    assert swings == sorted(swings, reverse=True) and swings[0] > 0.2  # the spikes: about 5% to 29% on the sized plan
     assert {rec["nb12.sensitivity"][0]["assumption"], rec["nb12.sensitivity"][1]["assumption"]} >= {"spikes_per_run"}
     chosen = {(r["platform"], r["recovery"]) for r in rec["nb12.map"] if r["chosen"]}
     assert {platform for platform, _ in chosen} == {"training jobs", "HyperPod Slurm", "HyperPod EKS"}

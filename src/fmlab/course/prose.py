@@ -47,10 +47,10 @@ def layout_reason(rows: list[dict], choice: dict, params: float, gpus_per_node: 
     notes = []
     for d in smaller:
         least, states = _least_recompute(rows, d, tp)
-        notes.append(f"groups of {d} GPUs fit only with {least} recomputation" if least
-                     else f"groups of {d} GPUs: no layout fits (the states alone are {states:.1f} GB per GPU)")
+        notes.append(f"Groups of {d} GPUs fit only with {least} recomputation." if least
+                     else f"In groups of {d} GPUs no layout fits: the states alone are {states:.1f} GB per GPU.")
     if notes:
-        text += " Smaller groups: " + "; ".join(notes) + "."
+        text += " " + " ".join(notes)
     return text
 
 

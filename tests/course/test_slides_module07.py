@@ -145,6 +145,9 @@ def test_the_published_figure_and_our_reading(deck):
 
     runs = published.load(ROOT / "tests/plan/published_runs.json")
     smp = published.predict(next(r for r in runs if r["name"].startswith("sagemaker-sdp")))
+    rows = published.compare(runs)
+    inside = sum(abs(r["ratio"] - 1) <= 0.2 for r in rows)
+    assert f"predicts {inside} of {len(rows)} published runs within 20%" in " ".join(deck.split())
     assert abs(smp["ratio"] - 1) < 0.10 and "within\n  **10%**" in deck
     _, run = chosen()
     assert f"our 16 x p4d at MFU {run.mfu:.0%}" in deck

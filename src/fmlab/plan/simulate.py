@@ -65,6 +65,7 @@ MAX_EVENTS = 100_000  # a bound on the loop: more events than this in one run is
 # the loop takes about 0.3 ms an event for 4,000 runs on 2 cores, and the run with the most events sets its length,
 # so 5,000 keeps every call within a few seconds (benchmarks/simulate_runs.py; 2026-11-29).
 EVENT_BUDGET = 5_000
+SPEED_STREAM = 63  # the random stream each run's speed is drawn from, apart from the failures' (seeded [seed, 63])
 
 
 # Limits that `inf` turns off; every other number must be finite (NaN never passes).
@@ -288,7 +289,8 @@ def simulate(s: Scenario, runs: int = 10_000, seed: int = 0) -> Outcomes:
     cycle, mtbf = tau + save, s.mtbf_hours
     # each run's step as fast or as slow as the planner's error allows: drawn from a stream of its own, so the
     # failures, spikes and waits of every run are those it meets at the planned speed
-    speed = np.exp(np.random.default_rng([seed, 63]).normal(0.0, s.speed_sigma, runs)) if s.speed_sigma else None
+    speed = (np.exp(np.random.default_rng([seed, SPEED_STREAM]).normal(0.0, s.speed_sigma, runs))
+             if s.speed_sigma else None)
     _refuse_what_cannot_finish(s, work * math.exp(3 * s.speed_sigma), tau, cycle, mtbf)
     work = work * speed if speed is not None else np.full(runs, work)
 

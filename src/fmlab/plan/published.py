@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -173,11 +174,14 @@ def compare(runs: list[dict]) -> list[dict]:
     return [predict(r) for r in runs]
 
 
-def summary(rows: list[dict], within: float = 0.20) -> dict:
-    """How many predictions land within `within` of the reported figure, and the worst ratio."""
+def summary(rows: list[dict], within: float = 0.20, beyond: float = 0.35) -> dict:
+    """How many predictions land within `within` of the reported figure, how many beyond `beyond`, the median
+    |log(predicted / reported)| and the worst ratio."""
     off = [abs(r["ratio"] - 1) for r in rows]
     return {"runs": len(rows), "within": within, "inside": sum(o <= within for o in off),
             "share_inside": sum(o <= within for o in off) / len(rows) if rows else 0.0,
+            "beyond": beyond, "outside": sum(o > beyond for o in off),
+            "median_abs_log_ratio": statistics.median(abs(math.log(r["ratio"])) for r in rows) if rows else 0.0,
             "worst": max(rows, key=lambda r: abs(r["ratio"] - 1))["name"] if rows else None,
             "worst_off": max(off) if off else 0.0}
 

@@ -72,8 +72,8 @@ KERNEL_EFFICIENCY = {"fused": 0.76, "eager": 0.59}
 # element-wise ops, and the sequence-parallel all-gathers that feed them. A layer's matmuls, in forward order, as
 # functions of the model's shape (the parameters each multiplies by):
 MATMUL_ORDER = {
-    "llama": ("wq", "wk", "wv", "wo", "w1", "w3", "w2"),  # q, k, v, out; then w2(silu(w1(x)) * w3(x)): w1 before w3
-    "opt": ("q", "k", "v", "out", "fc1", "fc2"),
+    "llama": ("q", "k", "v", "out", "gate", "up", "down"),  # torchtitan's w2(silu(w1(x)) * w3(x)): w1 (gate) first
+    "opt": ("q", "k", "v", "out", "up", "down"),
 }
 RECOMPUTES = ("none", "selective", "per_op", "full", "offload")
 # Compute that runs while a collective runs beside it is slower: NCCL's kernels hold SMs (16 of an H100's 132 for its
@@ -160,10 +160,9 @@ class StepTime:
 
 def per_op_matmul_share(m: ModelPreset) -> float:
     """The share of a decoder layer's matmul FLOPs that per-op selective checkpointing re-runs: its 2nd, 4th, ...
-    matmuls in forward order (MATMUL_ORDER). Llama 3 8B: wk, wo and w3, 0.37 of the layer's matmuls."""
+    matmuls in forward order (MATMUL_ORDER). Llama 3 8B: k, out and up (wk, wo, w3), 0.37 of the layer's matmuls."""
     h, f, kv = m.hidden, m.ffn, m.n_kv_heads * m.head_dim
-    width = {"wq": h * h, "wk": h * kv, "wv": h * kv, "wo": h * h, "w1": h * f, "w3": h * f, "w2": f * h,
-             "q": h * h, "k": h * kv, "v": h * kv, "out": h * h, "fc1": h * f, "fc2": f * h}
+    width = {"q": h * h, "k": h * kv, "v": h * kv, "out": h * h, "gate": h * f, "up": h * f, "down": f * h}
     try:
         order = MATMUL_ORDER[m.family]
     except KeyError:
@@ -200,6 +199,12 @@ def collective_seconds(kind: str, nbytes: float, ranks: int, per_node: int, hw: 
     else:
         latency = steps * intra.hop_latency_us
     return seconds + (hardware.NCCL_BASE_LATENCY_US + latency) * 1e-6
+
+
+def _behind(seconds: float, nbytes: float, compute_s: float) -> float:
+    """What shows of a bucketed collective of `seconds` and `nbytes` that runs beside `compute_s` of compute: what the
+    compute cannot cover, and never less than its last bucket (DDP_BUCKET_BYTES), which has nothing left beside it."""
+    return max(seconds * min(1.0, DDP_BUCKET_BYTES / nbytes), seconds - compute_s)
 
 
 def _p2p_seconds(nbytes: float, hw: Hardware, crosses_nodes: bool) -> float:
@@ -340,15 +345,14 @@ def step_time(w: Workload) -> StepTime:
         per_node_dp = min(dp, dp_per_node)
         rs = collective_seconds("reduce_scatter", w.gradient_bytes * local_params, dp, per_node_dp, hw)
         ag = collective_seconds("all_gather", GATHER_BYTES * local_params, dp, per_node_dp, hw)
-        rs_exposed = max(rs * min(1.0, DDP_BUCKET_BYTES / (w.gradient_bytes * local_params)), rs - bwd_mb)
-        ag_exposed = max(ag * min(1.0, DDP_BUCKET_BYTES / (GATHER_BYTES * local_params)), ag - (work_mb - bwd_mb))
+        rs_exposed = _behind(rs, w.gradient_bytes * local_params, bwd_mb)
+        ag_exposed = _behind(ag, GATHER_BYTES * local_params, work_mb - bwd_mb)
         comm["gradient_reduce_scatter"] = rs_exposed
         comm["parameter_all_gather"] = ag_exposed
         hidden += rs + ag - rs_exposed - ag_exposed
     elif dp > 1:  # DDP: the gradients' all-reduce, bucketed behind the last micro-batch's backward
         ar = collective_seconds("all_reduce", w.gradient_bytes * local_params, dp, min(dp, dp_per_node), hw)
-        tail = ar * min(1.0, DDP_BUCKET_BYTES / (w.gradient_bytes * local_params))
-        exposed = max(tail, ar - bwd_mb)
+        exposed = _behind(ar, w.gradient_bytes * local_params, bwd_mb)
         comm["data_parallel_all_reduce"] = exposed
         hidden += ar - exposed
     # pipeline: a send forward and one backward per micro-batch and chunk boundary
